@@ -1,0 +1,312 @@
+// Package quorum is lockproxy's Redlock engine: it sends each operation to
+// every master through its batching pipeline, counts votes, decides as soon
+// as the outcome is certain, accounts validity on the monotonic clock, and
+// undoes failed acquisitions on every master. It knows nothing of RESP
+// clients: the proxy hands it encoded commands and reads back one reply.
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+)
+
+// Config configures an Engine. Zero values get the documented defaults.
+type Config struct {
+	// Masters are the host:port of the N independent masters, 1..9.
+	Masters []string
+	// NodeTimeout bounds each master's part of an operation; a master that
+	// misses it counts as no vote. Default 50ms. Also bounded by the TTL.
+	NodeTimeout time.Duration
+	// MaxTTL is the largest TTL a client may ask for. Default 60s.
+	MaxTTL time.Duration
+	// DriftFactor is the clock drift allowance per unit of TTL. Default 0.01.
+	DriftFactor float64
+	// QueueLimit bounds each master's queue of unwritten commands; past it
+	// the master counts as no vote at once. Default 65536.
+	QueueLimit int
+	// Scripts are loaded on every master connection (with lockproxy's own),
+	// so that EVALSHA of a catalogued script never meets NOSCRIPT.
+	Scripts []string
+	// Dial connects to a master; default plain TCP. Set for TLS.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Auth are extra commands for each new master connection (AUTH …),
+	// sent before the script loads.
+	Auth [][]byte
+	// Logger receives master state changes; default text on stderr.
+	Logger *slog.Logger
+	// OnBatch and OnMasterState observe the pipelines, for metrics.
+	OnBatch       func(master int, ops int)
+	OnMasterState func(master int, up bool, err error)
+}
+
+// Validate checks the configuration and fills in defaults.
+func (c *Config) Validate() error {
+	if len(c.Masters) < 1 || len(c.Masters) > MaxMasters {
+		return fmt.Errorf("quorum.masters: %d masters given, lockproxy needs 1 to %d", len(c.Masters), MaxMasters)
+	}
+	seen := map[string]bool{}
+	for _, m := range c.Masters {
+		if _, _, err := net.SplitHostPort(m); err != nil {
+			return fmt.Errorf("quorum.masters: %q is not host:port: %v", m, err)
+		}
+		if seen[m] {
+			return fmt.Errorf("quorum.masters: %q is listed twice; each master votes once", m)
+		}
+		seen[m] = true
+	}
+	if c.NodeTimeout == 0 {
+		c.NodeTimeout = 50 * time.Millisecond
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = 60 * time.Second
+	}
+	if c.DriftFactor == 0 {
+		c.DriftFactor = 0.01
+	}
+	if c.QueueLimit == 0 {
+		c.QueueLimit = 65536
+	}
+	switch {
+	case c.NodeTimeout < 0:
+		return fmt.Errorf("quorum.node_timeout: %v is negative", c.NodeTimeout)
+	case c.MaxTTL < 0:
+		return fmt.Errorf("quorum.max_ttl: %v is negative", c.MaxTTL)
+	case c.NodeTimeout >= c.MaxTTL:
+		return fmt.Errorf("quorum.node_timeout (%v) must be smaller than quorum.max_ttl (%v)", c.NodeTimeout, c.MaxTTL)
+	case c.DriftFactor < 0 || c.DriftFactor >= 0.5:
+		return fmt.Errorf("quorum.clock_drift_factor: %v is outside [0, 0.5)", c.DriftFactor)
+	case c.QueueLimit < 0:
+		return fmt.Errorf("quorum.queue_limit: %d is negative", c.QueueLimit)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return nil
+}
+
+// Engine runs quorum operations over the masters.
+type Engine struct {
+	cfg   Config
+	n, q  int
+	pipes []*batching.Pipeline
+	keys  keyTable
+	undos atomic.Int64 // undo commands sent
+	lost  atomic.Int64 // undo commands that could not be queued
+}
+
+// New starts an Engine; the masters are connected in the background and
+// unreachable ones are retried, so New does not fail on them.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, n: len(cfg.Masters), q: Size(len(cfg.Masters))}
+	e.keys.init()
+	init := append([][]byte(nil), cfg.Auth...)
+	for _, s := range InternalScripts() {
+		init = append(init, ScriptLoad(s.Body))
+	}
+	for _, s := range cfg.Scripts {
+		init = append(init, ScriptLoad(s))
+	}
+	for i, addr := range cfg.Masters {
+		e.pipes = append(e.pipes, batching.New(batching.Options{
+			Addr:       addr,
+			Index:      i,
+			QueueLimit: cfg.QueueLimit,
+			Dial:       cfg.Dial,
+			Init:       init,
+			OnState:    cfg.OnMasterState,
+			OnBatch:    cfg.OnBatch,
+			Logger:     cfg.Logger,
+		}))
+	}
+	return e, nil
+}
+
+// N is the number of masters, Q the quorum.
+func (e *Engine) N() int { return e.n }
+func (e *Engine) Q() int { return e.q }
+
+// Config returns the validated configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// MasterStatus is one master's state, for INFO and metrics.
+type MasterStatus struct {
+	Addr     string
+	Up       bool
+	Err      error // why it is down
+	Queued   int
+	Inflight int
+}
+
+// Masters reports each master's state without a round trip.
+func (e *Engine) Masters() []MasterStatus {
+	out := make([]MasterStatus, e.n)
+	for i, p := range e.pipes {
+		up, err := p.Up()
+		q, f := p.Depth()
+		out[i] = MasterStatus{Addr: p.Addr(), Up: up, Err: err, Queued: q, Inflight: f}
+		if up {
+			out[i].Err = nil
+		}
+	}
+	return out
+}
+
+// UndoStats returns how many undo commands were queued, and how many could
+// not be (master down or queue full: the key then expires by its TTL).
+func (e *Engine) UndoStats() (sent, lost int64) { return e.undos.Load(), e.lost.Load() }
+
+func (e *Engine) describe(i int, err error) string {
+	var me *batching.MasterError
+	if errors.As(err, &me) {
+		return me.Error()
+	}
+	return "master " + e.cfg.Masters[i] + ": " + err.Error()
+}
+
+// Submit starts r on behalf of w's connection. The outcome is available in
+// r once w.Wait returns.
+func (e *Engine) Submit(w *Waiter, r *Request) {
+	r.e, r.w = e, w
+	w.reqs = append(w.reqs, r)
+	w.pending.Add(1)
+	if r.Key != "" && !e.keys.enter(r) {
+		return // queued behind another request on the same key
+	}
+	if e.dispatch(r) {
+		e.finish(r)
+	}
+}
+
+// dispatch sends r to every master. It returns true when r was decided
+// before dispatch returned (a master down, validity already gone…); the
+// caller then finishes it.
+func (e *Engine) dispatch(r *Request) bool {
+	now := batching.Now()
+	timeout := e.cfg.NodeTimeout
+	if r.TTL > 0 {
+		left := Validity(r.TTL, time.Duration(now-r.T0), e.cfg.DriftFactor)
+		if left <= 0 {
+			// It waited too long behind its key: nothing to send.
+			r.mu.Lock()
+			r.Reply = r.NoReply
+			r.decidedIn = true
+			r.mu.Unlock()
+			return true
+		}
+		timeout = min(timeout, left)
+	}
+	dl := now + int64(timeout)
+	r.mu.Lock()
+	r.inDispatch = true
+	r.mu.Unlock()
+	r.deadline.Store(dl) // after inDispatch: an expiry now is finished by us
+	for i, p := range e.pipes {
+		if err := p.Submit(batching.Op{Cmd: r.Cmd, Deadline: dl, C: r}); err != nil {
+			r.Complete(i, batching.Reply{}, err)
+		}
+	}
+	r.mu.Lock()
+	r.inDispatch = false
+	decided := r.decidedIn
+	r.mu.Unlock()
+	return decided
+}
+
+// decided is called once, by whoever decided r outside dispatch.
+func (e *Engine) decided(r *Request) { e.finish(r) }
+
+// finish publishes r's outcome and lets the next request on its key go.
+// Requests decided synchronously while dispatching are finished here in a
+// loop, not by recursion, so a long queue on a hot key cannot grow the
+// stack.
+func (e *Engine) finish(r *Request) {
+	for {
+		r.done.Store(true)
+		decidedAt := batching.Now()
+		holder := r // the request whose outcome is the key's current state
+		if r.Key == "" {
+			r.w.signal()
+			return
+		}
+		r.w.signal()
+		for {
+			next := e.keys.leave(holder.Key)
+			if next == nil {
+				return
+			}
+			if next.Exclusive && holder.Kind == Acquire && holder.Err == nil && holder.Validity > time.Duration(batching.Now()-decidedAt) {
+				// A plain SET NX behind a successful acquisition that is
+				// still valid: it would be refused by the quorum.
+				next.mu.Lock()
+				next.Reply = next.NoReply
+				next.decidedIn = true
+				next.mu.Unlock()
+				next.done.Store(true)
+				next.w.signal()
+				continue
+			}
+			if e.dispatch(next) {
+				r = next
+				break // finish next, then carry on with its key
+			}
+			// next is in flight; its decision continues the chain. Wake
+			// its connection so that it enforces next's new deadline.
+			next.w.poke()
+			return
+		}
+	}
+}
+
+// submitUndo queues an undo on master i, fire and forget.
+func (e *Engine) submitUndo(i int, cmd []byte) {
+	if err := e.pipes[i].Submit(batching.Op{Cmd: cmd}); err != nil {
+		e.lost.Add(1)
+		e.cfg.Logger.Debug("undo not queued; the key expires by its TTL", "master", e.cfg.Masters[i], "err", err)
+		return
+	}
+	e.undos.Add(1)
+}
+
+// Drain waits until every master's queue is written and answered (undos
+// included), or ctx ends. Used at shutdown, after the clients are served.
+func (e *Engine) Drain(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		busy := false
+		for _, p := range e.pipes {
+			if up, _ := p.Up(); !up {
+				continue
+			}
+			if q, f := p.Depth(); q+f > 0 {
+				busy = true
+			}
+		}
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Close closes the master connections.
+func (e *Engine) Close() {
+	for _, p := range e.pipes {
+		p.Close()
+	}
+}

@@ -1,0 +1,415 @@
+package quorum
+
+import (
+	"bytes"
+	"errors"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+)
+
+// Agg says how the masters' replies to a request combine into one.
+type Agg uint8
+
+const (
+	// AggVote counts yes votes by Rule (locks: acquire, release, extend).
+	AggVote Agg = iota
+	// AggValue answers the bulk value a quorum holds, else nil (GET).
+	AggValue
+	// AggValueTTL answers the conservative remaining PTTL of the value a
+	// quorum holds, else -2 (PTTL/TTL); replies are [value, pttl] pairs.
+	AggValueTTL
+	// AggKeys answers how many keys a quorum reported 1 for; replies are
+	// arrays with one integer per key (EXISTS, DEL).
+	AggKeys
+)
+
+// Request is one client command turned into a quorum operation. The proxy
+// fills the exported fields before Submit and reads the outcome after the
+// Waiter returns; the engine owns it in between.
+type Request struct {
+	Kind    Kind
+	Agg     Agg
+	Rule    VoteRule // AggVote: which reply is a yes
+	Combine Combine  // AggVote: which reply the client gets on success
+	// Key serializes the request behind others on the same key from this
+	// process (at most one quorum attempt per key in flight); "" = none.
+	Key   string
+	NKeys int    // keys the command names (YesNumKeys, AggKeys)
+	Cmd   []byte // the command every master gets
+	// UndoKeys and UndoToken describe the compensating command of an
+	// acquisition (compare-and-delete of each key with the token), built
+	// only when an acquisition fails and sent to every master that may have
+	// applied Cmd. They may alias Cmd.
+	UndoKeys  [][]byte
+	UndoToken []byte
+	// Exclusive marks a plain SET NX: it cannot succeed while another
+	// acquisition of the key from this process holds validity, so queued
+	// behind one that succeeded it is answered "not acquired" at once.
+	Exclusive bool
+	// NilIsNoop marks commands whose nil reply proves the master changed
+	// nothing (SET NX): no undo is sent to masters that answered nil.
+	NilIsNoop bool
+	TTL       time.Duration  // validity accounting for Acquire/Extend; 0: none
+	NoReply   batching.Reply // the reply when a quorum said yes but validity ran out
+	T0        int64          // batching.Now() when the command was parsed
+
+	// Outcome, valid once decided.
+	Reply    batching.Reply
+	Err      error         // *NoQuorumError or another error for the client
+	Validity time.Duration // Acquire/Extend: remaining validity at decision
+
+	e        *Engine
+	w        *Waiter
+	deadline atomic.Int64 // batching.Now() deadline, set at dispatch
+	done     atomic.Bool  // decided
+	next     *Request     // per-key FIFO link
+
+	mu         sync.Mutex // protects the fields below
+	dispatched bool
+	inDispatch bool // decided while dispatch was still submitting
+	decidedIn  bool
+	state      [MaxMasters]uint8
+	replies    [MaxMasters]batching.Reply
+	errs       [MaxMasters]error
+	answered   int // masters that replied
+	failed     int // masters that will not reply (error, timeout, down)
+	yes        int
+}
+
+// Per-master state of a request.
+const (
+	pending   uint8 = iota
+	replied         // a reply arrived
+	failedBad       // sent, no usable reply: may have been applied
+	notSent         // never reached the master
+)
+
+// Decided reports whether the outcome is known.
+func (r *Request) Decided() bool { return r.done.Load() }
+
+// Complete implements batching.Completer: one master's reply or failure.
+func (r *Request) Complete(master int, rep batching.Reply, err error) {
+	r.mu.Lock()
+	if r.state[master] != pending {
+		r.mu.Unlock()
+		return
+	}
+	if err == nil && unavailable(rep) {
+		err = errors.New(string(rep.Str))
+	}
+	if err != nil {
+		if errors.Is(err, batching.ErrExpired) || errors.Is(err, batching.ErrQueueFull) {
+			r.state[master] = notSent
+		} else {
+			r.state[master] = failedBad
+		}
+		r.errs[master] = err
+		r.failed++
+	} else {
+		r.state[master] = replied
+		r.replies[master] = rep
+		r.answered++
+		if r.Agg == AggVote && r.Rule.IsYes(rep, r.NKeys) {
+			r.yes++
+		}
+	}
+	if r.decidedIn {
+		r.mu.Unlock()
+		return
+	}
+	if !r.tryDecide(false) {
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	r.e.decided(r)
+}
+
+// unavailable reports error replies that say the master cannot serve now;
+// they count as no answer, not as a vote.
+func unavailable(rep batching.Reply) bool {
+	if rep.Type != batching.Error {
+		return false
+	}
+	for _, p := range [...]string{"LOADING", "BUSY", "MASTERDOWN", "READONLY", "NOSCRIPT", "OOM", "MISCONF", "NOAUTH", "NOPERM"} {
+		if bytes.HasPrefix(rep.Str, []byte(p)) {
+			return true
+		}
+	}
+	return false
+}
+
+// expire marks masters that have not answered by the deadline as failed
+// and decides.
+func (r *Request) expire() {
+	r.mu.Lock()
+	if r.decidedIn {
+		r.mu.Unlock()
+		return
+	}
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] == pending {
+			r.state[i] = failedBad
+			r.errs[i] = errNodeTimeout
+			r.failed++
+		}
+	}
+	ok := r.tryDecide(true)
+	r.mu.Unlock()
+	if ok {
+		r.e.decided(r)
+	}
+}
+
+var errNodeTimeout = errors.New("no reply within node_timeout")
+
+// tryDecide computes the outcome if it is certain; force decides with what
+// has arrived. r.mu is held. It returns true when it decided now.
+func (r *Request) tryDecide(force bool) bool {
+	n, q := r.e.n, r.e.q
+	outstanding := n - r.answered - r.failed
+	if outstanding == 0 {
+		force = true
+	}
+	switch r.Agg {
+	case AggVote:
+		switch {
+		case r.yes >= q:
+			r.success()
+		case r.yes+outstanding < q && (force || r.answered >= q || r.answered+outstanding < q):
+			// The vote is lost; answered decides between "not acquired"
+			// and NOQUORUM, so wait for it while it can still matter.
+			r.failure()
+		case force:
+			r.failure()
+		default:
+			return false
+		}
+	case AggValue, AggValueTTL:
+		if v, holders := r.majorityValue(); holders >= q {
+			r.readSuccess(v)
+		} else if force {
+			r.readFailure()
+		} else {
+			return false
+		}
+	case AggKeys:
+		if !force {
+			return false
+		}
+		r.keysOutcome()
+	}
+	r.decidedIn = true
+	if r.inDispatch {
+		// dispatch is still submitting on another goroutine (or this
+		// one): it finishes the decision when it returns.
+		return false
+	}
+	return true
+}
+
+// success: a quorum voted yes.
+func (r *Request) success() {
+	if r.TTL > 0 {
+		r.Validity = Validity(r.TTL, time.Duration(batching.Now()-r.T0), r.e.cfg.DriftFactor)
+		if r.Validity <= 0 {
+			r.Reply = r.NoReply
+			r.undo()
+			return
+		}
+	}
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] == replied && r.Rule.IsYes(r.replies[i], r.NKeys) {
+			r.Reply = r.replies[i]
+			break
+		}
+	}
+	if r.Combine == CombineQthTTL {
+		r.Reply = batching.Reply{Type: batching.Integer, Int: r.qthTTL(func(rep batching.Reply) (int64, bool) {
+			return rep.Int, r.Rule.IsYes(rep, r.NKeys)
+		})}
+	}
+}
+
+// failure: the vote is lost. Fewer than a quorum answering is NOQUORUM;
+// otherwise the most common non-yes reply (nil for SET NX).
+func (r *Request) failure() {
+	if r.answered < r.e.q {
+		r.Err = r.noQuorum()
+	} else {
+		r.Reply = r.mostCommonNo()
+	}
+	r.undo()
+}
+
+func (r *Request) noQuorum() *NoQuorumError {
+	e := &NoQuorumError{Answered: r.answered, N: r.e.n, Q: r.e.q}
+	for i := 0; i < r.e.n; i++ {
+		if r.errs[i] != nil {
+			e.Why = append(e.Why, r.e.describe(i, r.errs[i]))
+		}
+	}
+	return e
+}
+
+func (r *Request) mostCommonNo() batching.Reply {
+	best, bestN := r.NoReply, 0
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied || r.Rule.IsYes(r.replies[i], r.NKeys) {
+			continue
+		}
+		c := 0
+		for j := i; j < r.e.n; j++ {
+			if r.state[j] == replied && r.replies[j].Equal(r.replies[i]) {
+				c++
+			}
+		}
+		if c > bestN {
+			best, bestN = r.replies[i], c
+		}
+	}
+	return best
+}
+
+// undo sends the compensating command of a failed acquisition to every
+// master that may have applied it. It is queued behind the acquisition on
+// each master's ordered pipeline, so it cannot overtake it.
+func (r *Request) undo() {
+	if r.Kind != Acquire || len(r.UndoKeys) == 0 {
+		return
+	}
+	var cmd []byte
+	for i := 0; i < r.e.n; i++ {
+		switch {
+		case r.state[i] == notSent:
+			continue
+		case r.state[i] == replied && r.NilIsNoop && r.replies[i].Type == batching.Nil:
+			continue // SET NX answered nil: it set nothing
+		}
+		if cmd == nil {
+			cmd = UndoCommand(r.UndoKeys, r.UndoToken)
+		}
+		r.e.submitUndo(i, cmd)
+	}
+}
+
+// majorityValue finds the value most masters hold (non-nil) and how many.
+func (r *Request) majorityValue() (batching.Reply, int) {
+	var best batching.Reply
+	bestN := 0
+	for i := 0; i < r.e.n; i++ {
+		v, ok := r.valueOf(i)
+		if !ok {
+			continue
+		}
+		c := 0
+		for j := i; j < r.e.n; j++ {
+			if w, ok := r.valueOf(j); ok && bytes.Equal(w.Str, v.Str) {
+				c++
+			}
+		}
+		if c > bestN {
+			best, bestN = v, c
+		}
+	}
+	return best, bestN
+}
+
+// valueOf is master i's value: the bulk reply of GET, or the first element
+// of a [value, pttl] pair.
+func (r *Request) valueOf(i int) (batching.Reply, bool) {
+	if r.state[i] != replied {
+		return batching.Reply{}, false
+	}
+	v := r.replies[i]
+	if r.Agg == AggValueTTL {
+		if v.Type != batching.Array || len(v.Elems) != 2 {
+			return batching.Reply{}, false
+		}
+		v = v.Elems[0]
+	}
+	return v, v.Type == batching.Bulk
+}
+
+func (r *Request) readSuccess(v batching.Reply) {
+	if r.Agg == AggValue {
+		r.Reply = v
+		return
+	}
+	ttl := r.qthTTL(func(rep batching.Reply) (int64, bool) {
+		if rep.Type != batching.Array || len(rep.Elems) != 2 || !rep.Elems[0].Equal(v) || rep.Elems[1].Type != batching.Integer {
+			return 0, false
+		}
+		return rep.Elems[1].Int, true
+	})
+	r.Reply = batching.Reply{Type: batching.Integer, Int: ttl}
+}
+
+func (r *Request) readFailure() {
+	if r.answered < r.e.q {
+		r.Err = r.noQuorum()
+		return
+	}
+	if r.Agg == AggValue {
+		r.Reply = batching.ReplyNil
+	} else {
+		r.Reply = batching.Reply{Type: batching.Integer, Int: -2}
+	}
+}
+
+// qthTTL is the Q-th largest TTL (ms) among the replies get accepts, minus
+// the drift of that TTL, floored at 0; -1 (no expiry) when the Q-th value
+// is -1.
+func (r *Request) qthTTL(get func(batching.Reply) (int64, bool)) int64 {
+	var ttls [MaxMasters]int64
+	k := 0
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied {
+			continue
+		}
+		if v, ok := get(r.replies[i]); ok {
+			ttls[k] = v
+			k++
+		}
+	}
+	s := ttls[:k]
+	sort.Slice(s, func(a, b int) bool { return s[a] > s[b] })
+	if k < r.e.q {
+		return -2
+	}
+	v := s[r.e.q-1]
+	if v < 0 {
+		return v
+	}
+	v -= Drift(time.Duration(v)*time.Millisecond, r.e.cfg.DriftFactor).Milliseconds()
+	if v < 0 {
+		v = 0
+	}
+	return v
+}
+
+// keysOutcome counts the keys a quorum reported 1 for.
+func (r *Request) keysOutcome() {
+	if r.answered < r.e.q {
+		r.Err = r.noQuorum()
+		return
+	}
+	var count int64
+	for k := 0; k < r.NKeys; k++ {
+		c := 0
+		for i := 0; i < r.e.n; i++ {
+			rep := r.replies[i]
+			if r.state[i] == replied && rep.Type == batching.Array && k < len(rep.Elems) && rep.Elems[k].Type == batching.Integer && rep.Elems[k].Int > 0 {
+				c++
+			}
+		}
+		if c >= r.e.q {
+			count++
+		}
+	}
+	r.Reply = batching.Reply{Type: batching.Integer, Int: count}
+}

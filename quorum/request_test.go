@@ -1,0 +1,254 @@
+package quorum
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+)
+
+func TestSize(t *testing.T) {
+	want := map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 4, 8: 5, 9: 5}
+	for n, q := range want {
+		if got := Size(n); got != q {
+			t.Errorf("Size(%d) = %d, want %d", n, got, q)
+		}
+	}
+}
+
+func TestValidityArithmetic(t *testing.T) {
+	// ttl 10s, factor 0.01: drift = 100ms + 2ms.
+	if d := Drift(10*time.Second, 0.01); d != 102*time.Millisecond {
+		t.Fatalf("Drift = %v, want 102ms", d)
+	}
+	if v := Validity(10*time.Second, 3*time.Millisecond, 0.01); v != 10*time.Second-105*time.Millisecond {
+		t.Fatalf("Validity = %v", v)
+	}
+	// A TTL shorter than its drift is never valid.
+	if v := Validity(2*time.Millisecond, 0, 0.01); v > 0 {
+		t.Fatalf("2ms TTL has validity %v, want <= 0", v)
+	}
+}
+
+func TestTTLFrom(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	cases := []struct {
+		v    int64
+		u    TTLUnit
+		want time.Duration
+	}{
+		{1500, Millis, 1500 * time.Millisecond},
+		{3, Seconds, 3 * time.Second},
+		{1_002_000, UnixMillis, 2 * time.Second},
+		{1_003, UnixSecs, 3 * time.Second},
+		{999_000, UnixMillis, -time.Second},
+	}
+	for _, c := range cases {
+		if got := TTLFrom(c.v, c.u, now); got != c.want {
+			t.Errorf("TTLFrom(%d, %d) = %v, want %v", c.v, c.u, got, c.want)
+		}
+	}
+}
+
+// fakeEngine is an engine without masters: the test plays the masters by
+// calling Complete.
+func fakeEngine(n int) *Engine {
+	cfg := Config{Masters: make([]string, n), NodeTimeout: 50 * time.Millisecond, MaxTTL: time.Minute, DriftFactor: 0.01}
+	for i := range cfg.Masters {
+		cfg.Masters[i] = "m" + string(rune('0'+i)) + ":1"
+	}
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	e := &Engine{cfg: cfg, n: n, q: Size(n)}
+	e.keys.init()
+	e.pipes = nil
+	return e
+}
+
+func acquireReq(e *Engine) (*Request, *Waiter) {
+	w := NewWaiter()
+	r := &Request{Kind: Acquire, Agg: AggVote, Rule: YesOK, NKeys: 1, TTL: 10 * time.Second,
+		NoReply: batching.ReplyNil, NilIsNoop: true, T0: batching.Now()}
+	r.e, r.w = e, w
+	w.reqs = append(w.reqs, r)
+	w.pending.Add(1)
+	return r, w
+}
+
+var down = errors.New("connection refused")
+
+func TestVoteEarlyDecision(t *testing.T) {
+	for n := 1; n <= MaxMasters; n++ {
+		e := fakeEngine(n)
+		q := Size(n)
+		// Yes from exactly q masters decides success before the others.
+		r, _ := acquireReq(e)
+		for i := 0; i < q; i++ {
+			if r.Decided() {
+				t.Fatalf("n=%d: decided after %d yes, quorum %d", n, i, q)
+			}
+			r.Complete(i, batching.ReplyOK, nil)
+		}
+		if !r.Decided() || r.Err != nil || !r.Reply.IsOK() || r.Validity <= 0 {
+			t.Fatalf("n=%d: after %d yes: decided=%v err=%v reply=%v validity=%v", n, q, r.Decided(), r.Err, r.Reply, r.Validity)
+		}
+		// Contention: once n-q+1 masters said nil, q yes is impossible
+		// and at least q answered (when n-q+1 >= q), so nil at once.
+		r, _ = acquireReq(e)
+		no := n - q + 1
+		for i := 0; i < no; i++ {
+			r.Complete(i, batching.ReplyNil, nil)
+		}
+		if no >= q {
+			if !r.Decided() || r.Err != nil || r.Reply.Type != batching.Nil {
+				t.Fatalf("n=%d: after %d nil: decided=%v err=%v reply=%v", n, no, r.Decided(), r.Err, r.Reply)
+			}
+		} else if r.Decided() {
+			// Fewer than q answered: it waits to tell NOQUORUM from
+			// contention.
+			t.Fatalf("n=%d: decided with only %d answers", n, no)
+		}
+	}
+}
+
+func TestVoteNoQuorum(t *testing.T) {
+	e := fakeEngine(5)
+	r, _ := acquireReq(e)
+	r.Complete(0, batching.ReplyOK, nil)
+	r.Complete(1, batching.ReplyOK, nil)
+	r.Complete(2, batching.Reply{}, down)
+	r.Complete(3, batching.Reply{}, down)
+	if r.Decided() {
+		t.Fatal("2 yes + 1 outstanding can still make 3: must wait")
+	}
+	r.Complete(4, batching.Reply{}, down)
+	if !r.Decided() {
+		t.Fatal("every master accounted for: must decide")
+	}
+	var nq *NoQuorumError
+	if !errors.As(r.Err, &nq) || nq.Answered != 2 || nq.N != 5 || nq.Q != 3 {
+		t.Fatalf("want NOQUORUM 2 of 5, got %v", r.Err)
+	}
+	if got := r.Err.Error(); !strings.HasPrefix(got, "NOQUORUM 2 of 5 masters answered, 3 needed (master m2:1: connection refused;") {
+		t.Fatalf("message %q", got)
+	}
+}
+
+func TestVoteWaitsWhileQuorumStillPossible(t *testing.T) {
+	e := fakeEngine(5)
+	r, _ := acquireReq(e)
+	r.Complete(0, batching.ReplyOK, nil)
+	r.Complete(1, batching.Reply{}, down)
+	r.Complete(2, batching.ReplyOK, nil)
+	if r.Decided() {
+		t.Fatal("decided with 2 yes and 2 outstanding")
+	}
+	r.expire() // node_timeout passes
+	if !r.Decided() || r.Err == nil {
+		t.Fatalf("expired with 2 of 5 answered: want NOQUORUM, got reply=%v err=%v", r.Reply, r.Err)
+	}
+}
+
+func TestValidityExpiredFails(t *testing.T) {
+	e := fakeEngine(3)
+	r, _ := acquireReq(e)
+	r.TTL = 5 * time.Millisecond
+	r.T0 = batching.Now() - int64(10*time.Millisecond) // parsed 10ms ago
+	r.Complete(0, batching.ReplyOK, nil)
+	r.Complete(1, batching.ReplyOK, nil)
+	if !r.Decided() || r.Reply.Type != batching.Nil || r.Err != nil {
+		t.Fatalf("quorum yes after validity ran out must be 'not acquired': reply=%v err=%v", r.Reply, r.Err)
+	}
+}
+
+func TestMostCommonNoReply(t *testing.T) {
+	e := fakeEngine(5)
+	w := NewWaiter()
+	r := &Request{Kind: Release, Agg: AggVote, Rule: YesOne, NKeys: 1, NoReply: batching.Reply{Type: batching.Integer}}
+	r.e, r.w = e, w
+	w.pending.Add(1)
+	minus1 := batching.Reply{Type: batching.Integer, Int: -1}
+	zero := batching.Reply{Type: batching.Integer, Int: 0}
+	r.Complete(0, minus1, nil)
+	r.Complete(1, zero, nil)
+	r.Complete(2, minus1, nil)
+	if !r.Decided() || !r.Reply.Equal(minus1) {
+		t.Fatalf("want the most common no reply -1, got %v (decided %v)", r.Reply, r.Decided())
+	}
+}
+
+func TestQthTTL(t *testing.T) {
+	e := fakeEngine(5)
+	w := NewWaiter()
+	r := &Request{Kind: Read, Agg: AggValueTTL, NKeys: 1}
+	r.e, r.w = e, w
+	w.pending.Add(1)
+	pair := func(v string, ttl int64) batching.Reply {
+		return batching.Reply{Type: batching.Array, Elems: []batching.Reply{{Type: batching.Bulk, Str: []byte(v)}, {Type: batching.Integer, Int: ttl}}}
+	}
+	r.Complete(0, pair("tok", 9000), nil)
+	r.Complete(1, pair("other", 9999), nil)
+	r.Complete(2, pair("tok", 8000), nil)
+	if r.Decided() {
+		t.Fatal("decided before a quorum held one value")
+	}
+	r.Complete(3, pair("tok", 10000), nil)
+	if !r.Decided() {
+		t.Fatal("3 of 5 hold tok: should decide")
+	}
+	// Q-th (3rd) largest among holders: 8000, minus drift 80ms+2ms.
+	if r.Reply.Int != 8000-82 {
+		t.Fatalf("PTTL = %d, want %d", r.Reply.Int, 8000-82)
+	}
+}
+
+func TestKeysOutcome(t *testing.T) {
+	e := fakeEngine(3)
+	w := NewWaiter()
+	r := &Request{Kind: Read, Agg: AggKeys, NKeys: 2}
+	r.e, r.w = e, w
+	w.pending.Add(1)
+	arr := func(a, b int64) batching.Reply {
+		return batching.Reply{Type: batching.Array, Elems: []batching.Reply{{Type: batching.Integer, Int: a}, {Type: batching.Integer, Int: b}}}
+	}
+	r.Complete(0, arr(1, 0), nil)
+	r.Complete(1, arr(1, 1), nil)
+	r.Complete(2, arr(0, 0), nil)
+	if !r.Decided() || r.Reply.Int != 1 {
+		t.Fatalf("keys held by a quorum = %v, want 1", r.Reply)
+	}
+}
+
+func TestUnavailableErrorsAreNotVotes(t *testing.T) {
+	e := fakeEngine(3)
+	r, _ := acquireReq(e)
+	loading := batching.Reply{Type: batching.Error, Str: []byte("LOADING Redis is loading the dataset in memory")}
+	r.Complete(0, loading, nil)
+	r.Complete(1, loading, nil)
+	if !r.Decided() {
+		t.Fatal("2 of 3 unavailable: should decide")
+	}
+	if r.Err == nil {
+		t.Fatalf("LOADING masters must make NOQUORUM, got reply %v", r.Reply)
+	}
+}
+
+func TestKeySerialization(t *testing.T) {
+	var kt keyTable
+	kt.init()
+	a := &Request{Key: "k"}
+	b := &Request{Key: "k"}
+	c := &Request{Key: "k"}
+	if !kt.enter(a) || kt.enter(b) || kt.enter(c) {
+		t.Fatal("only the first request on a key runs")
+	}
+	if kt.leave("k") != b || kt.leave("k") != c || kt.leave("k") != nil {
+		t.Fatal("waiters must run in FIFO order")
+	}
+	if !kt.enter(&Request{Key: "k"}) {
+		t.Fatal("key should be free again")
+	}
+}

@@ -1,0 +1,82 @@
+package quorum
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strconv"
+
+	"github.com/lockproxy/lockproxy/batching"
+)
+
+// Script is a Lua script lockproxy itself sends to masters (never one of a
+// client's): the undo of failed acquisitions and the per-key reads.
+type Script struct {
+	Body string
+	SHA1 string
+}
+
+func newScript(body string) Script {
+	sum := sha1.Sum([]byte(body))
+	return Script{Body: body, SHA1: hex.EncodeToString(sum[:])}
+}
+
+var (
+	// undoScript deletes each KEY whose value is ARGV[1]: the compensating
+	// operation of every acquisition (SET NX and acquire scripts alike).
+	undoScript = newScript(`local n = 0
+for i = 1, #KEYS do
+  if redis.call("GET", KEYS[i]) == ARGV[1] then n = n + redis.call("DEL", KEYS[i]) end
+end
+return n`)
+	// getTTLScript returns the value and the PTTL of KEYS[1] in one round
+	// trip, so PTTL can be counted over masters holding the same value.
+	getTTLScript = newScript(`return {redis.call("GET", KEYS[1]), redis.call("PTTL", KEYS[1])}`)
+	// existsScript returns, per KEY, 1 when it exists.
+	existsScript = newScript(`local r = {}
+for i = 1, #KEYS do r[i] = redis.call("EXISTS", KEYS[i]) end
+return r`)
+	// delScript deletes each KEY and returns, per KEY, 1 when it existed.
+	delScript = newScript(`local r = {}
+for i = 1, #KEYS do r[i] = redis.call("DEL", KEYS[i]) end
+return r`)
+)
+
+// InternalScripts are loaded on every master connection.
+func InternalScripts() []Script {
+	return []Script{undoScript, getTTLScript, existsScript, delScript}
+}
+
+// AppendEvalSHA appends EVALSHA sha numkeys keys... args... to dst.
+func AppendEvalSHA(dst []byte, sha string, keys [][]byte, args [][]byte) []byte {
+	all := make([][]byte, 0, 3+len(keys)+len(args))
+	all = append(all, []byte("EVALSHA"), []byte(sha), strconv.AppendInt(nil, int64(len(keys)), 10))
+	all = append(all, keys...)
+	all = append(all, args...)
+	return batching.AppendCommand(dst, all...)
+}
+
+// ScriptLoad is the encoded SCRIPT LOAD of body, for Pipeline Init.
+func ScriptLoad(body string) []byte {
+	return batching.AppendCommand(nil, []byte("SCRIPT"), []byte("LOAD"), []byte(body))
+}
+
+// UndoCommand is the compensating command of an acquisition of keys with
+// token: compare-and-delete on each key.
+func UndoCommand(keys [][]byte, token []byte) []byte {
+	return AppendEvalSHA(nil, undoScript.SHA1, keys, [][]byte{token})
+}
+
+// GetTTLCommand reads value and PTTL of key.
+func GetTTLCommand(key []byte) []byte {
+	return AppendEvalSHA(nil, getTTLScript.SHA1, [][]byte{key}, nil)
+}
+
+// ExistsCommand reads, per key, whether it exists.
+func ExistsCommand(keys [][]byte) []byte {
+	return AppendEvalSHA(nil, existsScript.SHA1, keys, nil)
+}
+
+// DelCommand deletes keys, reporting per key whether it existed.
+func DelCommand(keys [][]byte) []byte {
+	return AppendEvalSHA(nil, delScript.SHA1, keys, nil)
+}
