@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+)
+
+// TestRunDirect runs every scenario that does not need lockproxy against a
+// direct master, briefly, and checks that the figures are sane and the report
+// renders with its charts.
+func TestRunDirect(t *testing.T) {
+	if _, err := redisproc.Binary(); err != nil {
+		t.Skip(err)
+	}
+	d := time.Second
+	if testing.Short() {
+		d = 300 * time.Millisecond
+	}
+	var log bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{
+		Masters:  3,
+		Duration: d,
+		Warmup:   100 * time.Millisecond,
+		Targets:  []Target{Direct},
+		Dir:      t.TempDir(),
+		Log:      &log,
+	})
+	t.Log(log.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	if len(res.RedisBench) != 2 {
+		t.Fatalf("got %d redis-benchmark runs, want 2 (-P 1 and -P 16)", len(res.RedisBench))
+	}
+	for _, r := range res.RedisBench {
+		if r.RPS <= 0 || r.Lat.P50 <= 0 || r.Lat.P50 > r.Lat.P99 || r.Lat.P99 > r.Lat.P999 {
+			t.Errorf("redis-benchmark -P %d: implausible %+v", r.Pipeline, r)
+		}
+		if r.CPU.Client <= 0 {
+			t.Errorf("redis-benchmark -P %d: no client CPU measured", r.Pipeline)
+		}
+	}
+	if len(res.AcquireRelease) != 2 || len(res.HotKey) != 1 {
+		t.Fatalf("got %d acquire-release and %d hot-key runs, want 2 and 1", len(res.AcquireRelease), len(res.HotKey))
+	}
+	if res.Degraded != nil {
+		t.Error("degraded ran without lockproxy")
+	}
+	for _, r := range append(res.AcquireRelease, res.HotKey...) {
+		q := r.Lat.Summary()
+		if r.Ops <= 0 || r.Throughput() <= 0 || r.Errors != 0 {
+			t.Errorf("%s workers=%d: ops %d, errors %d (%s)", r.Target, r.Workers, r.Ops, r.Errors, r.FirstErr)
+		}
+		if q.P50 <= 0 || q.P50 > q.P99 || q.P99 > q.P999 || q.P999 > q.Max {
+			t.Errorf("%s workers=%d: quantiles out of order: %+v", r.Target, r.Workers, q)
+		}
+		if len(r.Lat) < int(r.Ops) {
+			t.Errorf("%s workers=%d: %d latencies for %d ops", r.Target, r.Workers, len(r.Lat), r.Ops)
+		}
+		if r.CPU.Client <= 0 || r.CPU.MastersTotal() <= 0 || r.CPU.Proxy != -1 {
+			t.Errorf("%s workers=%d: CPU %+v", r.Target, r.Workers, r.CPU)
+		}
+	}
+
+	dir := t.TempDir()
+	report, err := res.WriteReport(dir, "go test ./bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"BenchmarkDirect/acquire-release/workers=64-", "BenchmarkDirect/redis-benchmark/c=50/P=16-",
+		"BenchmarkDirect/hotkey/workers=64-", "## Targets", "not measured"} {
+		if !bytes.Contains(report, []byte(want)) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	for _, f := range []string{ReportFile, ThroughputPNG, LatencyCDFPNG} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestParseRedisBenchmark(t *testing.T) {
+	out := "SET key:__rand_int__ val NX PX 10000: rps=0.0 (overall: nan) avg_msec=nan (overall: nan)\r" +
+		"SET key:__rand_int__ val NX PX 10000: rps=401234.0 (overall: 400000.0) avg_msec=1.8 (overall: 1.8)\r" +
+		`====== SET key:__rand_int__ val NX PX 10000 ======
+  20000 requests completed in 0.05 seconds
+  50 parallel clients
+
+Latency by percentile distribution:
+0.000% <= 0.791 milliseconds (cumulative count 16)
+50.000% <= 1.743 milliseconds (cumulative count 10000)
+99.805% <= 4.287 milliseconds (cumulative count 19968)
+99.902% <= 4.319 milliseconds (cumulative count 19984)
+100.000% <= 4.335 milliseconds (cumulative count 20000)
+
+Cumulative distribution of latencies:
+0.000% <= 0.103 milliseconds (cumulative count 0)
+100.000% <= 5.103 milliseconds (cumulative count 20000)
+
+Summary:
+  throughput summary: 400000.00 requests per second
+  latency summary (msec):
+          avg       min       p50       p95       p99       max
+        1.813     0.784     1.743     2.695     4.095     4.335
+`
+	var r RedisBenchResult
+	if err := parseRedisBenchmark([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	want := Quantiles{P50: ms(1.743), P99: ms(4.095), P999: ms(4.319), Max: ms(4.335)}
+	if r.RPS != 400000 || r.Lat != want {
+		t.Errorf("got rps %v lat %+v, want 400000 %+v", r.RPS, r.Lat, want)
+	}
+	if err := parseRedisBenchmark([]byte("Could not connect to Redis at 127.0.0.1:1: Connection refused\n"), &r); err == nil {
+		t.Error("no error for output without a summary")
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	// A command name with spaces and parentheses, utime 250 and stime 50
+	// ticks (fields 14 and 15).
+	line := "4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 12345 0 0"
+	got, err := parseStat([]byte(line))
+	if err != nil || got != 3*time.Second {
+		t.Errorf("parseStat = %v, %v; want 3s", got, err)
+	}
+	if _, err := parseStat([]byte("4242 (x) S 1 2")); err == nil {
+		t.Error("no error for a short line")
+	}
+	self, err := procCPU(os.Getpid())
+	if err != nil || self < 0 {
+		t.Errorf("procCPU(self) = %v, %v", self, err)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	var l Latencies
+	if l.Quantile(0.5) != 0 || l.Summary() != (Quantiles{}) {
+		t.Error("empty latencies should give zero quantiles")
+	}
+	parts := [][]time.Duration{{5, 1, 3}, {2, 4}, nil, {10, 9, 8, 7, 6}}
+	l = mergeLatencies(parts)
+	for q, want := range map[float64]time.Duration{0: 1, 0.1: 1, 0.5: 5, 0.9: 9, 0.99: 10, 1: 10} {
+		if got := l.Quantile(q); got != want {
+			t.Errorf("Quantile(%v) = %v, want %v", q, got, want)
+		}
+	}
+	ms, frac := l.cdfPoints(4)
+	if len(ms) != len(frac) || frac[len(frac)-1] != 1 {
+		t.Errorf("cdfPoints: %v %v", ms, frac)
+	}
+}
+
+func TestProxyConfig(t *testing.T) {
+	got := proxyConfig("127.0.0.1:7000", []string{"127.0.0.1:1", "127.0.0.1:2"}, 50*time.Millisecond)
+	for _, want := range []string{`listen = "127.0.0.1:7000"`, `metrics_listen = ""`, `masters = ["127.0.0.1:1", "127.0.0.1:2"]`,
+		`node_timeout = "50ms"`, `bootstrap = true`, "[quorum]"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("config lacks %q:\n%s", want, got)
+		}
+	}
+}

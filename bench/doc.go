@@ -1,0 +1,30 @@
+// Package bench measures lockproxy side by side with the alternatives a user
+// would otherwise pick, in one run and on the same Redis masters:
+//
+//   - lockproxy: a single-node lock client (go-redis, redis-benchmark) pointed
+//     at lockproxy, which turns every command into a Redlock quorum over the
+//     masters;
+//   - redsync: github.com/go-redsync/redsync/v4, client-side Redlock over the
+//     same masters (one round trip per master per acquire and per release);
+//   - direct: the same single-node client against one of the masters, the
+//     upper bound without any quorum.
+//
+// Run starts its own masters (internal/redisproc) and lockproxy, then runs the
+// scenarios one after the other so they never compete for the machine's CPUs:
+//
+//  1. redis-benchmark SET NX PX with 50 plain and 50 pipelined (-P 16)
+//     connections, against lockproxy and one direct master;
+//  2. go-redis acquire (SET NX PX of a random key out of 100k) + release (the
+//     compare-and-delete script), 16 and 64 workers, per target;
+//  3. hot key: 64 workers contend for one key, hold it 1ms, release;
+//  4. degraded: scenario 2 at 64 workers through lockproxy with one master
+//     paused (SIGSTOP), compared with the unpaused figure.
+//
+// Each run records throughput, acquire latency quantiles and the CPU time of
+// every process involved (from /proc/<pid>/stat). Results.WriteReport renders
+// a markdown report with the ratios the project targets, benchstat-compatible
+// "Benchmark..." lines, and PNG charts.
+//
+// Every load loop stops by itself at its deadline and every process Run starts
+// is stopped by pid before it returns, on error paths too.
+package bench

@@ -1,0 +1,237 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+)
+
+// RedsyncDefaultRetry is the Variant of the hot-key run of redsync with its
+// default retry policy.
+const RedsyncDefaultRetry = "default retry"
+
+// Scenario names, for Config.Scenarios and the -only flag.
+const (
+	ScenarioRedisBenchmark = "redis-benchmark"
+	ScenarioAcquireRelease = "acquire-release"
+	ScenarioHotKey         = "hotkey"
+	ScenarioDegraded       = "degraded"
+)
+
+// AllScenarios lists the scenarios in the order Run runs them. Degraded is
+// last: it pauses a master, which may leave lockproxy's view of it changed.
+var AllScenarios = []string{ScenarioRedisBenchmark, ScenarioAcquireRelease, ScenarioHotKey, ScenarioDegraded}
+
+// Config says what Run measures. The zero value of every field means its
+// documented default.
+type Config struct {
+	// Masters is the number of redis masters. Default 5.
+	Masters int
+	// Duration is the recorded length of each run. Default 5s.
+	Duration time.Duration
+	// Warmup precedes each Go workload run without being recorded (dials,
+	// script loads). Default Duration/5, at most 1s.
+	Warmup time.Duration
+	// Workers are the worker counts of the acquire-release scenario.
+	// Default 16 and 64. The degraded scenario uses the largest.
+	Workers []int
+	// HotWorkers is the number of workers on the hot key. Default 64.
+	HotWorkers int
+	// Keys is the random key space of acquire-release and redis-benchmark.
+	// Default 100000.
+	Keys int
+	// Scenarios selects scenarios by name; empty means AllScenarios.
+	Scenarios []string
+	// Targets selects targets; empty means AllTargets. Without Lockproxy,
+	// no lockproxy is built or started and degraded is skipped.
+	Targets []Target
+	// LockproxyBin is a lockproxy binary to run; empty builds ./cmd/lockproxy
+	// of the module in the current directory.
+	LockproxyBin string
+	// NodeTimeout is lockproxy's node_timeout, also the degraded p99
+	// bound. Default 50ms.
+	NodeTimeout time.Duration
+	// Dir holds the masters' and lockproxy's directories and logs; empty
+	// means a temporary directory removed when Run returns.
+	Dir string
+	// Log receives one progress line per run; nil discards them.
+	Log io.Writer
+}
+
+func (c Config) withDefaults() Config {
+	if c.Masters <= 0 {
+		c.Masters = 5
+	}
+	if c.Duration <= 0 {
+		c.Duration = 5 * time.Second
+	}
+	if c.Warmup <= 0 {
+		c.Warmup = min(time.Second, c.Duration/5)
+	}
+	if len(c.Workers) == 0 {
+		c.Workers = []int{16, 64}
+	}
+	if c.HotWorkers <= 0 {
+		c.HotWorkers = 64
+	}
+	if c.Keys <= 0 {
+		c.Keys = 100000
+	}
+	if len(c.Scenarios) == 0 {
+		c.Scenarios = AllScenarios
+	}
+	if len(c.Targets) == 0 {
+		c.Targets = AllTargets
+	}
+	if c.NodeTimeout <= 0 {
+		c.NodeTimeout = 50 * time.Millisecond
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return c
+}
+
+func (c Config) has(scenario string) bool { return slices.Contains(c.Scenarios, scenario) }
+func (c Config) uses(t Target) bool       { return slices.Contains(c.Targets, t) }
+
+// Results is everything one Run measured.
+type Results struct {
+	Config  Config
+	Machine Machine
+	// RedisBench holds scenario 1, AcquireRelease scenario 2, HotKey
+	// scenario 3.
+	RedisBench     []RedisBenchResult
+	AcquireRelease []LoadResult
+	HotKey         []LoadResult
+	// Degraded is scenario 4 (nil when not run) and DegradedBase the
+	// unpaused figure it is compared with.
+	Degraded, DegradedBase *LoadResult
+	// Errors are the failures of single runs; the other runs went on.
+	Errors []string
+}
+
+// Run starts the masters (and lockproxy), runs the selected scenarios one
+// after the other, stops every process it started and returns what it
+// measured. A failed run is recorded in Results.Errors and the others still
+// run; the error is non-nil only when nothing could be measured.
+func Run(ctx context.Context, cfg Config) (*Results, error) {
+	cfg = cfg.withDefaults()
+	for _, s := range cfg.Scenarios {
+		if !slices.Contains(AllScenarios, s) {
+			return nil, fmt.Errorf("bench: unknown scenario %q (have %v)", s, AllScenarios)
+		}
+	}
+	for _, t := range cfg.Targets {
+		if !slices.Contains(AllTargets, t) {
+			return nil, fmt.Errorf("bench: unknown target %q (have %v)", t, AllTargets)
+		}
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "lockbench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	res := &Results{Config: cfg, Machine: probeMachine(ctx)}
+
+	bin := ""
+	if cfg.uses(Lockproxy) {
+		bin = cfg.LockproxyBin
+		if bin == "" {
+			fmt.Fprintln(cfg.Log, "lockbench: building ./cmd/lockproxy")
+			b, err := BuildLockproxy(ctx, dir)
+			if err != nil {
+				return nil, err
+			}
+			bin = b
+		}
+	}
+	c, err := startCluster(ctx, dir, cfg.Masters, bin, cfg.NodeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	r := &runner{cfg: cfg, c: c, meter: c.meter(), res: res}
+	for _, s := range AllScenarios {
+		if !cfg.has(s) || ctx.Err() != nil {
+			continue
+		}
+		switch s {
+		case ScenarioRedisBenchmark:
+			r.redisBenchmark(ctx)
+		case ScenarioAcquireRelease:
+			r.acquireRelease(ctx)
+		case ScenarioHotKey:
+			r.hotKey(ctx)
+		case ScenarioDegraded:
+			r.degraded(ctx)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("bench: interrupted: %w", err)
+	}
+	return res, nil
+}
+
+// find returns the result of a Go workload scenario, nil when not run.
+func (res *Results) find(scenario string, t Target, workers int) *LoadResult {
+	var rs []LoadResult
+	switch scenario {
+	case ScenarioAcquireRelease:
+		rs = res.AcquireRelease
+	case ScenarioHotKey:
+		rs = res.HotKey
+	case ScenarioDegraded:
+		if res.Degraded != nil && workers == res.Degraded.Workers {
+			return res.Degraded
+		}
+		return nil
+	}
+	for i := range rs {
+		if rs[i].Target == t && rs[i].Workers == workers && rs[i].Variant == "" {
+			return &rs[i]
+		}
+	}
+	return nil
+}
+
+// findVariant is find for a Variant other than the main one.
+func (res *Results) findVariant(scenario string, t Target, variant string, workers int) *LoadResult {
+	if scenario != ScenarioHotKey {
+		return nil
+	}
+	for i := range res.HotKey {
+		r := &res.HotKey[i]
+		if r.Target == t && r.Workers == workers && r.Variant == variant {
+			return r
+		}
+	}
+	return nil
+}
+
+// findRedisBench returns the redis-benchmark run of t with pipeline p.
+func (res *Results) findRedisBench(t Target, p int) *RedisBenchResult {
+	for i := range res.RedisBench {
+		if res.RedisBench[i].Target == t && res.RedisBench[i].Pipeline == p {
+			return &res.RedisBench[i]
+		}
+	}
+	return nil
+}
+
+// Err joins the errors of the failed runs, nil when every run worked.
+func (res *Results) Err() error {
+	errs := make([]error, len(res.Errors))
+	for i, e := range res.Errors {
+		errs[i] = errors.New(e)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// runner holds what the scenarios share.
+type runner struct {
+	cfg   Config
+	c     *cluster
+	meter *cpuMeter
+	res   *Results
+	runs  int // numbers key prefixes so no run sees another run's keys
+}
+
+func (r *runner) prefix() string {
+	r.runs++
+	return fmt.Sprintf("lb%d:", r.runs)
+}
+
+func (r *runner) fail(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.res.Errors = append(r.res.Errors, msg)
+	fmt.Fprintln(r.cfg.Log, "lockbench: ERROR:", msg)
+}
+
+// redisBenchmark is scenario 1. Each run is sized from a short calibration
+// run (which also warms the target up) so that it lasts about Duration.
+func (r *runner) redisBenchmark(ctx context.Context) {
+	const clients = 50
+	limit := 4*r.cfg.Duration + 30*time.Second
+	for _, pipeline := range []int{1, 16} {
+		for _, t := range []Target{Direct, Lockproxy} {
+			if !r.cfg.uses(t) {
+				continue
+			}
+			addr := r.c.masters[0].Addr
+			if t == Lockproxy {
+				addr = r.c.proxy.addr
+			}
+			cal, err := runRedisBenchmark(ctx, addr, clients, pipeline, max(2000, clients*pipeline*40), r.cfg.Keys, r.prefix(), r.meter, limit)
+			if err != nil {
+				r.fail("redis-benchmark %s -P %d calibration: %v", t, pipeline, err)
+				continue
+			}
+			n := max(1000, int(cal.RPS*r.cfg.Duration.Seconds()))
+			res, err := runRedisBenchmark(ctx, addr, clients, pipeline, n, r.cfg.Keys, r.prefix(), r.meter, limit)
+			if err != nil {
+				r.fail("redis-benchmark %s -P %d: %v", t, pipeline, err)
+				continue
+			}
+			res.Target = t
+			r.res.RedisBench = append(r.res.RedisBench, res)
+			fmt.Fprintf(r.cfg.Log, "lockbench: redis-benchmark %-9s -c %d -P %-2d %9.0f req/s  p50 %v  p99 %v\n",
+				t, clients, pipeline, res.RPS, res.Lat.P50.Round(time.Microsecond), res.Lat.P99.Round(time.Microsecond))
+		}
+	}
+}
+
+// load runs one Go workload against target t.
+func (r *runner) load(ctx context.Context, name string, t Target, spec loadSpec) (*LoadResult, error) {
+	f, err := newFactory(t, r.c, spec.workers)
+	if err != nil {
+		return nil, err
+	}
+	defer f.close()
+	res := runLoad(ctx, spec, f, t, r.meter)
+	q := res.Lat.Summary()
+	fmt.Fprintf(r.cfg.Log, "lockbench: %-15s %-9s retry=%d workers=%-3d %9.0f ops/s  p50 %v  p99 %v  p99.9 %v  not-acquired %d  errors %d\n",
+		name, t, spec.retry, spec.workers, res.Throughput(), q.P50.Round(time.Microsecond), q.P99.Round(time.Microsecond),
+		q.P999.Round(time.Microsecond), res.NotAcquired, res.Errors)
+	if res.Ops == 0 {
+		return &res, fmt.Errorf("%s %s workers=%d: no operation completed (first error: %s)", name, t, spec.workers, res.FirstErr)
+	}
+	return &res, nil
+}
+
+// acquireRelease is scenario 2.
+func (r *runner) acquireRelease(ctx context.Context) {
+	for _, w := range r.cfg.Workers {
+		for _, t := range r.cfg.Targets {
+			spec := loadSpec{workers: w, warmup: r.cfg.Warmup, duration: r.cfg.Duration, keys: r.cfg.Keys, prefix: r.prefix()}
+			res, err := r.load(ctx, ScenarioAcquireRelease, t, spec)
+			if err != nil {
+				r.fail("%v", err)
+			}
+			if res != nil {
+				r.res.AcquireRelease = append(r.res.AcquireRelease, *res)
+			}
+		}
+	}
+}
+
+// hotKey is scenario 3: every worker wants the same key, retries until it
+// gets it, holds it 1ms. redsync runs twice: with the single-node clients'
+// backoff (the comparison the targets judge), and with its default retry
+// policy, which spreads attempts out and so splits fewer votes.
+func (r *runner) hotKey(ctx context.Context) {
+	type variant struct {
+		t     Target
+		retry retryMode
+		name  string
+	}
+	var vs []variant
+	for _, t := range r.cfg.Targets {
+		vs = append(vs, variant{t, retryBackoff, ""})
+		if t == Redsync {
+			vs = append(vs, variant{t, retryDefault, RedsyncDefaultRetry})
+		}
+	}
+	for _, v := range vs {
+		spec := loadSpec{workers: r.cfg.HotWorkers, warmup: r.cfg.Warmup, duration: r.cfg.Duration, keys: 1,
+			prefix: r.prefix(), hold: time.Millisecond, retry: v.retry}
+		res, err := r.load(ctx, ScenarioHotKey, v.t, spec)
+		if err != nil {
+			r.fail("%v", err)
+		}
+		if res != nil {
+			res.Variant = v.name
+			r.res.HotKey = append(r.res.HotKey, *res)
+		}
+	}
+}
+
+// degraded is scenario 4: acquire-release at the largest worker count
+// through lockproxy while the last master is paused. The master is resumed
+// before degraded returns, whatever happens (panics included).
+func (r *runner) degraded(ctx context.Context) {
+	if !r.cfg.uses(Lockproxy) {
+		return
+	}
+	w := slices.Max(r.cfg.Workers)
+	spec := func() loadSpec {
+		return loadSpec{workers: w, warmup: r.cfg.Warmup, duration: r.cfg.Duration, keys: r.cfg.Keys, prefix: r.prefix()}
+	}
+	r.res.DegradedBase = r.res.find(ScenarioAcquireRelease, Lockproxy, w)
+	if r.res.DegradedBase == nil {
+		base, err := r.load(ctx, "unpaused", Lockproxy, spec())
+		if err != nil {
+			r.fail("degraded baseline: %v", err)
+		}
+		r.res.DegradedBase = base
+	}
+	m := r.c.masters[len(r.c.masters)-1]
+	if err := m.Pause(); err != nil {
+		r.fail("degraded: pause %s: %v", m.Addr, err)
+		return
+	}
+	defer func() {
+		if err := m.Resume(); err != nil {
+			r.fail("degraded: resume %s: %v", m.Addr, err)
+		}
+	}()
+	res, err := r.load(ctx, ScenarioDegraded, Lockproxy, spec())
+	if err != nil {
+		r.fail("degraded: %v", err)
+	}
+	r.res.Degraded = res
+}
