@@ -174,6 +174,9 @@ func runWorker(lockCtx, opCtx context.Context, spec loadSpec, l locker, w int, r
 			time.Sleep(spec.hold)
 		}
 		if err := l.unlock(opCtx); err != nil {
+			if opCtx.Err() != nil {
+				return // the run was interrupted
+			}
 			fail(err, record)
 			continue
 		}

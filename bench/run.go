@@ -176,6 +176,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 	}
 	if err := ctx.Err(); err != nil {
+		res.Errors = append(res.Errors, "interrupted: the last run was cut short, later ones did not run")
 		return res, fmt.Errorf("bench: interrupted: %w", err)
 	}
 	return res, nil
