@@ -70,7 +70,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "lockbench:", err)
 		return 1
 	}
-	report, werr := res.WriteReport(*out, "go run ./cmd/lockbench "+strings.Join(os.Args[1:], " "))
+	report, werr := res.WriteReport(*out, strings.TrimSpace("go run ./cmd/lockbench "+strings.Join(os.Args[1:], " ")))
 	os.Stdout.Write(report)
 	status := 0
 	for _, e := range []error{err, werr, res.Err()} {
