@@ -166,7 +166,7 @@ func (p *Pipeline) Submit(op Op) error {
 	case !p.up:
 		err := p.lastErr
 		p.mu.Unlock()
-		return &MasterError{p.opt.Addr, err}
+		return &MasterError{p.opt.Addr, fmt.Errorf("down (%w); redialling", err)}
 	case len(p.queue) >= p.opt.QueueLimit:
 		p.mu.Unlock()
 		return &MasterError{p.opt.Addr, ErrQueueFull}
@@ -343,10 +343,12 @@ func firstWords(cmd []byte) string {
 func (p *Pipeline) serve(conn net.Conn) error {
 	readErr := make(chan error, 1)
 	go func() { readErr <- p.readLoop(conn) }()
-	err := p.writeLoop(conn, readErr)
+	err, readerDone := p.writeLoop(conn, readErr)
 	conn.Close() // unblocks the reader
-	if rerr := <-readErr; err == nil {
-		err = rerr
+	if !readerDone {
+		if rerr := <-readErr; err == nil || errors.Is(err, net.ErrClosed) {
+			err = rerr
+		}
 	}
 	// Whatever was written and not answered will not be answered.
 	for _, op := range p.inflight.drain() {
@@ -357,7 +359,9 @@ func (p *Pipeline) serve(conn net.Conn) error {
 	return err
 }
 
-func (p *Pipeline) writeLoop(conn net.Conn, readErr <-chan error) error {
+// writeLoop writes batches until an error; readerDone reports that the
+// error came from the reader, which has then exited.
+func (p *Pipeline) writeLoop(conn net.Conn, readErr <-chan error) (err error, readerDone bool) {
 	var (
 		spare []Op
 		buf   []byte
@@ -366,9 +370,9 @@ func (p *Pipeline) writeLoop(conn net.Conn, readErr <-chan error) error {
 		select {
 		case <-p.wake:
 		case err := <-readErr:
-			return err
+			return err, true
 		case <-p.quit:
-			return ErrClosed
+			return ErrClosed, false
 		}
 		for {
 			p.mu.Lock()
@@ -403,7 +407,7 @@ func (p *Pipeline) writeLoop(conn net.Conn, readErr <-chan error) error {
 				conn.SetWriteDeadline(time.Now().Add(p.opt.StallTimeout))
 				if _, err := conn.Write(buf); err != nil {
 					clear(batch)
-					return err
+					return err, false
 				}
 			}
 			clear(batch)

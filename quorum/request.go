@@ -247,7 +247,9 @@ func (r *Request) failure() {
 }
 
 func (r *Request) noQuorum() *NoQuorumError {
-	e := &NoQuorumError{Answered: r.answered, N: r.e.n, Q: r.e.q}
+	// Masters still outstanding when the lack of quorum became certain
+	// count as answering: the number says how many masters are reachable.
+	e := &NoQuorumError{Answered: r.e.n - r.failed, N: r.e.n, Q: r.e.q}
 	for i := 0; i < r.e.n; i++ {
 		if r.errs[i] != nil {
 			e.Why = append(e.Why, r.e.describe(i, r.errs[i]))

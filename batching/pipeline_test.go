@@ -1,0 +1,241 @@
+package batching
+
+import (
+	"crypto/sha1"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+)
+
+func TestParseReplyRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	var gen func(depth int) (Reply, string)
+	gen = func(depth int) (Reply, string) {
+		switch k := rng.Intn(6); {
+		case k == 0:
+			return ReplyOK, "+OK\r\n"
+		case k == 1:
+			n := rng.Int63n(1<<40) - 1<<39
+			return Reply{Type: Integer, Int: n}, ":" + strconv.FormatInt(n, 10) + "\r\n"
+		case k == 2:
+			s := make([]byte, rng.Intn(20))
+			rng.Read(s)
+			return Reply{Type: Bulk, Str: s}, "$" + strconv.Itoa(len(s)) + "\r\n" + string(s) + "\r\n"
+		case k == 3:
+			return ReplyNil, "$-1\r\n"
+		case k == 4 && depth < 3:
+			n := rng.Intn(4)
+			r := Reply{Type: Array, Elems: make([]Reply, n)}
+			enc := "*" + strconv.Itoa(n) + "\r\n"
+			for i := range r.Elems {
+				var e string
+				r.Elems[i], e = gen(depth + 1)
+				enc += e
+			}
+			return r, enc
+		default:
+			return Reply{Type: Error, Str: []byte("ERR x")}, "-ERR x\r\n"
+		}
+	}
+	for i := 0; i < 2000; i++ {
+		want, enc := gen(0)
+		// Every strict prefix is incomplete; the whole parses.
+		for cut := 0; cut < len(enc); cut++ {
+			if _, _, err := parseReply([]byte(enc[:cut]), 0); err != errIncomplete {
+				t.Fatalf("%q cut at %d: %v, want incomplete", enc, cut, err)
+			}
+		}
+		got, n, err := parseReply([]byte(enc+"+extra\r\n"), 0)
+		if err != nil || n != len(enc) || !got.Equal(want) {
+			t.Fatalf("%q: got %v n=%d err=%v, want %v", enc, got, n, err, want)
+		}
+	}
+	for _, bad := range []string{"?x\r\n", ":abc\r\n", "$-5\r\n", "$3\r\nabcd\r\n"} {
+		if _, _, err := parseReply([]byte(bad), 0); err != errMalformed {
+			t.Errorf("%q: %v, want malformed", bad, err)
+		}
+	}
+}
+
+// recorder collects completions.
+type recorder struct {
+	mu   sync.Mutex
+	got  []Reply
+	errs []error
+	done chan struct{}
+	want int
+}
+
+func newRecorder(want int) *recorder { return &recorder{done: make(chan struct{}), want: want} }
+
+func (r *recorder) Complete(master int, rep Reply, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, rep)
+	r.errs = append(r.errs, err)
+	if len(r.got) == r.want {
+		close(r.done)
+	}
+}
+
+func (r *recorder) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("only %d of %d completions", len(r.got), r.want)
+	}
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func waitConnected(t *testing.T, p *Pipeline) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if up, _ := p.Up(); up {
+			return
+		}
+		if time.Now().After(deadline) {
+			_, err := p.Up()
+			t.Fatalf("not connected: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestPipelineOrderAndBatching(t *testing.T) {
+	m := redisproc.ForTest(t, 1)[0]
+	var mu sync.Mutex
+	batches := 0
+	p := New(Options{Addr: m.Addr, Logger: quiet(), OnBatch: func(_, n int) { mu.Lock(); batches++; mu.Unlock() }})
+	defer p.Close()
+	waitConnected(t, p)
+	const n = 5000
+	rec := newRecorder(n)
+	// INCR from many goroutines: the replies must be 1..n in completion
+	// order, because completions follow the order of the wire.
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n/8; i++ {
+				if err := p.Submit(Op{Cmd: AppendCommand(nil, []byte("INCR"), []byte("ctr")), C: rec}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rec.wait(t)
+	for i, r := range rec.got {
+		if rec.errs[i] != nil || r.Int != int64(i+1) {
+			t.Fatalf("completion %d: %v %v, want %d", i, r, rec.errs[i], i+1)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if batches >= n {
+		t.Fatalf("%d writes for %d commands: no batching", batches, n)
+	}
+	t.Logf("%d commands in %d writes", n, batches)
+}
+
+func TestPipelinePausedMasterBoundedAndRecovers(t *testing.T) {
+	m := redisproc.ForTest(t, 1)[0]
+	p := New(Options{Addr: m.Addr, Logger: quiet(), QueueLimit: 100})
+	defer p.Close()
+	waitConnected(t, p)
+	if err := m.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	// Expired ops are not written; the queue never grows past its limit.
+	var full error
+	for i := 0; i < 200000 && full == nil; i++ {
+		full = p.Submit(Op{Cmd: AppendCommand(nil, []byte("PING")), Deadline: Now() + int64(time.Millisecond)})
+	}
+	if !errors.Is(full, ErrQueueFull) {
+		t.Logf("queue never filled (writes still absorbed by socket buffers): %v", full)
+	}
+	if q, _ := p.Depth(); q > 100 {
+		t.Fatalf("queue depth %d over its limit 100", q)
+	}
+	if err := m.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// Service resumes on the same connection.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec := newRecorder(1)
+		if err := p.Submit(Op{Cmd: AppendCommand(nil, []byte("PING")), C: rec}); err == nil {
+			rec.wait(t)
+			if rec.errs[0] == nil && rec.got[0].Type == Status {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no PONG after resume")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestPipelineKilledMasterFailsInflightAndRedials(t *testing.T) {
+	m := redisproc.ForTest(t, 1)[0]
+	p := New(Options{Addr: m.Addr, Logger: quiet()})
+	defer p.Close()
+	waitConnected(t, p)
+	if err := m.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder(10)
+	for i := 0; i < 10; i++ {
+		if err := p.Submit(Op{Cmd: AppendCommand(nil, []byte("PING")), C: rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	rec.wait(t) // every waiter hears the error
+	for i, err := range rec.errs {
+		var me *MasterError
+		if !errors.As(err, &me) || me.Addr != m.Addr {
+			t.Fatalf("op %d: err %v, want a MasterError for %s", i, err, m.Addr)
+		}
+	}
+	if err := p.Submit(Op{Cmd: AppendCommand(nil, []byte("PING"))}); err == nil {
+		up, _ := p.Up()
+		t.Fatalf("submit to a dead master accepted (up=%v)", up)
+	}
+	if err := m.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitConnected(t, p)
+}
+
+func TestPipelineInitLoadsScripts(t *testing.T) {
+	m := redisproc.ForTest(t, 1)[0]
+	body := `return 42`
+	p := New(Options{Addr: m.Addr, Logger: quiet(), Init: [][]byte{AppendCommand(nil, []byte("SCRIPT"), []byte("LOAD"), []byte(body))}})
+	defer p.Close()
+	waitConnected(t, p)
+	rec := newRecorder(1)
+	sha := fmt.Sprintf("%x", sha1Sum(body))
+	p.Submit(Op{Cmd: AppendCommand(nil, []byte("EVALSHA"), []byte(sha), []byte("0")), C: rec})
+	rec.wait(t)
+	if rec.got[0].Int != 42 {
+		t.Fatalf("EVALSHA of an Init-loaded script: %v %v", rec.got[0], rec.errs[0])
+	}
+}
+
+func sha1Sum(s string) [20]byte { return sha1.Sum([]byte(s)) }

@@ -1,0 +1,218 @@
+package proxy
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// scriptTable is lockproxy's own script table (SCRIPT LOAD/EXISTS/FLUSH,
+// EVALSHA): sha1 → catalogued script, seeded with the catalog so that every
+// catalogued sha1 answers EVALSHA before any EVAL. It also holds the sha1s
+// of reformatted copies that clients loaded or EVALed.
+type scriptTable struct {
+	cat *Catalog
+	mu  sync.RWMutex // protects m
+	m   map[string]*Script
+}
+
+func newScriptTable(cat *Catalog) *scriptTable {
+	t := &scriptTable{cat: cat}
+	t.flush()
+	return t
+}
+
+func (t *scriptTable) get(sha string) *Script {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.m[sha]
+}
+
+func (t *scriptTable) add(sha string, sc *Script) {
+	t.mu.Lock()
+	t.m[sha] = sc
+	t.mu.Unlock()
+}
+
+// flush empties the table as SCRIPT FLUSH does on Redis, except that the
+// catalog is seeded again: its scripts stay loaded on every master.
+func (t *scriptTable) flush() {
+	m := map[string]*Script{}
+	for _, sc := range t.cat.Scripts() {
+		m[sc.SHA1] = sc
+	}
+	t.mu.Lock()
+	t.m = m
+	t.mu.Unlock()
+}
+
+func (t *scriptTable) len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.m)
+}
+
+// cmdInfo: INFO [section…]. Describes lockproxy, never a master; answered
+// from memory, without a round trip.
+func cmdInfo(s *Server, c *client, args [][]byte) {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["all"] || want["everything"] || want["default"]
+	var b strings.Builder
+	for _, sec := range []struct {
+		name string
+		fn   func(*strings.Builder)
+	}{
+		{"server", s.infoServer},
+		{"clients", s.infoClients},
+		{"persistence", infoPersistence},
+		{"stats", s.infoStats},
+		{"replication", infoReplication},
+		{"quorum", s.infoQuorum},
+	} {
+		if !all && !want[sec.name] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# " + strings.ToUpper(sec.name[:1]) + sec.name[1:] + "\r\n")
+		sec.fn(&b)
+	}
+	text := b.String()
+	resp3 := c.resp3
+	c.local(func(out []byte) []byte { return appendVerbatim(out, text, resp3) })
+}
+
+func field(b *strings.Builder, k string, v any) { fmt.Fprintf(b, "%s:%v\r\n", k, v) }
+
+func (s *Server) infoServer(b *strings.Builder) {
+	field(b, "redis_version", redisCompatVersion)
+	field(b, "lockproxy_version", s.cfg.Version)
+	field(b, "redis_mode", "standalone")
+	field(b, "os", runtime.GOOS+" "+runtime.GOARCH)
+	field(b, "arch_bits", strconv.IntSize)
+	field(b, "process_id", os.Getpid())
+	field(b, "go_version", runtime.Version())
+	up := time.Since(s.start)
+	field(b, "uptime_in_seconds", int64(up.Seconds()))
+	field(b, "uptime_in_days", int64(up.Hours()/24))
+	field(b, "config_file", s.cfg.ConfigFile)
+	field(b, "masters", s.cfg.Engine.N())
+	field(b, "quorum", s.cfg.Engine.Q())
+}
+
+func (s *Server) infoClients(b *strings.Builder) {
+	field(b, "connected_clients", s.clients.Load())
+	field(b, "maxclients", s.cfg.MaxClients)
+}
+
+// infoPersistence answers what client ready checks look for.
+func infoPersistence(b *strings.Builder) {
+	field(b, "loading", 0)
+	field(b, "async_loading", 0)
+}
+
+func infoReplication(b *strings.Builder) {
+	field(b, "role", "master")
+	field(b, "connected_slaves", 0)
+}
+
+func (s *Server) infoStats(b *strings.Builder) {
+	field(b, "total_connections_received", s.accepted.Load())
+	field(b, "rejected_connections", s.rejected.Load())
+	counts := s.cfg.Metrics.snapshot()
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		field(b, k, counts[k])
+	}
+	sent, lost := s.cfg.Engine.UndoStats()
+	field(b, "undo_sent", sent)
+	field(b, "undo_lost", lost)
+	field(b, "scripts_known", s.scripts.len())
+}
+
+func (s *Server) infoQuorum(b *strings.Builder) {
+	e := s.cfg.Engine
+	cfg := e.Config()
+	field(b, "masters", e.N())
+	field(b, "quorum", e.Q())
+	field(b, "node_timeout_ms", cfg.NodeTimeout.Milliseconds())
+	field(b, "max_ttl_ms", cfg.MaxTTL.Milliseconds())
+	field(b, "clock_drift_factor", cfg.DriftFactor)
+	up := 0
+	for i, m := range e.Masters() {
+		state := "up"
+		errText := ""
+		if !m.Up {
+			state = "down"
+			if m.Err != nil {
+				errText = strings.NewReplacer(",", ";", "\r", " ", "\n", " ").Replace(m.Err.Error())
+			}
+		} else {
+			up++
+		}
+		fmt.Fprintf(b, "master%d:addr=%s,state=%s,queued=%d,inflight=%d,last_error=%s\r\n",
+			i, m.Addr, state, m.Queued, m.Inflight, errText)
+	}
+	field(b, "masters_up", up)
+	field(b, "quorum_available", map[bool]int{false: 0, true: 1}[up >= e.Q()])
+}
+
+// cmdConfig: CONFIG GET pattern… answers lockproxy's settings (and the
+// persistence settings redis-benchmark asks for). CONFIG SET and others are
+// refused: lockproxy is configured by its file.
+func cmdConfig(s *Server, c *client, args [][]byte) {
+	if strings.ToLower(string(args[1])) != "get" || len(args) < 3 {
+		c.errorf("ERR unknown or unsupported command 'config %s': lockproxy supports CONFIG GET only; it is configured by config.toml", clip(args[1]))
+		return
+	}
+	cfg := s.cfg.Engine.Config()
+	params := map[string]string{
+		"save":               "",
+		"appendonly":         "no",
+		"maxclients":         strconv.Itoa(s.cfg.MaxClients),
+		"timeout":            "0",
+		"databases":          "1",
+		"node-timeout":       cfg.NodeTimeout.String(),
+		"max-ttl":            cfg.MaxTTL.String(),
+		"clock-drift-factor": strconv.FormatFloat(cfg.DriftFactor, 'g', -1, 64),
+		"masters":            strings.Join(cfg.Masters, ","),
+		"default-ttl":        s.cfg.DefaultTTL.String(),
+	}
+	var pairs [][2]string
+	for _, pat := range args[2:] {
+		p := strings.ToLower(string(pat))
+		names := make([]string, 0, len(params))
+		for k := range params {
+			if ok, _ := path.Match(p, k); ok {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			pairs = append(pairs, [2]string{k, params[k]})
+		}
+	}
+	resp3 := c.resp3
+	c.local(func(b []byte) []byte {
+		b = appendMapHeader(b, len(pairs), resp3)
+		for _, p := range pairs {
+			b = appendBulkString(b, p[0])
+			b = appendBulkString(b, p[1])
+		}
+		return b
+	})
+}

@@ -1,0 +1,373 @@
+package proxy
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// setUsage is the hint appended to every refused SET.
+const setUsage = "lockproxy accepts SET key token NX PX|EX|PXAT|EXAT ttl (a lock: NX and an expiry, in any order)"
+
+// setOpts is a parsed SET.
+type setOpts struct {
+	nx       bool
+	unit     quorum.TTLUnit
+	ttlValue int64
+}
+
+// parseSet parses the options of SET key value [options…]. It returns an
+// error message for the client, or "" when args is a lock acquisition.
+func parseSet(args [][]byte) (setOpts, string) {
+	var o setOpts
+	for i := 3; i < len(args); i++ {
+		var buf [16]byte
+		opt := string(lowerName(&buf, args[i]))
+		switch opt {
+		case "nx":
+			if o.nx {
+				return o, "ERR syntax error: NX given twice; " + setUsage
+			}
+			o.nx = true
+		case "xx":
+			return o, "ERR SET XX is not a lock acquisition: " + setUsage
+		case "get":
+			return o, "ERR SET GET is not supported: " + setUsage
+		case "keepttl":
+			return o, "ERR SET KEEPTTL is not a lock acquisition: " + setUsage
+		case "px", "ex", "pxat", "exat":
+			if o.unit != 0 {
+				return o, "ERR syntax error: more than one expiry given; " + setUsage
+			}
+			if i+1 >= len(args) {
+				return o, "ERR syntax error: " + strings.ToUpper(opt) + " needs a value; " + setUsage
+			}
+			v, err := strconv.ParseInt(string(args[i+1]), 10, 64)
+			if err != nil {
+				return o, "ERR value is not an integer or out of range"
+			}
+			if v <= 0 {
+				return o, "ERR invalid expire time in 'set' command"
+			}
+			o.ttlValue = v
+			o.unit = map[string]quorum.TTLUnit{"px": quorum.Millis, "ex": quorum.Seconds, "pxat": quorum.UnixMillis, "exat": quorum.UnixSecs}[opt]
+			i++
+		default:
+			return o, "ERR syntax error: unknown SET option '" + clip(args[i]) + "'; " + setUsage
+		}
+	}
+	if !o.nx {
+		return o, "ERR SET without NX is not a lock acquisition: " + setUsage
+	}
+	return o, ""
+}
+
+// ttlOf converts a client's TTL to a duration, bounded by max_ttl. ok is
+// false with a client error when it is out of range.
+func (s *Server) ttlOf(v int64, unit quorum.TTLUnit) (time.Duration, string) {
+	maxTTL := s.cfg.Engine.Config().MaxTTL
+	// Bound before converting, so huge values cannot overflow.
+	limit := map[quorum.TTLUnit]int64{quorum.Millis: maxTTL.Milliseconds(), quorum.Seconds: int64(maxTTL / time.Second)}
+	if l, rel := limit[unit]; rel && v > l {
+		return 0, "ERR TTL " + strconv.FormatInt(v, 10) + unitName(unit) + " exceeds max_ttl " + maxTTL.String() + " (quorum.max_ttl in config.toml)"
+	}
+	if (unit == quorum.UnixMillis || unit == quorum.UnixSecs) && v > 1<<53 {
+		return 0, "ERR invalid expire time"
+	}
+	ttl := quorum.TTLFrom(v, unit, time.Now())
+	if ttl > maxTTL {
+		return 0, "ERR TTL " + ttl.Round(time.Millisecond).String() + " exceeds max_ttl " + maxTTL.String() + " (quorum.max_ttl in config.toml)"
+	}
+	return ttl, ""
+}
+
+func unitName(u quorum.TTLUnit) string {
+	if u == quorum.Seconds {
+		return "s"
+	}
+	return "ms"
+}
+
+func cmdSet(s *Server, c *client, args [][]byte) {
+	t0 := batching.Now()
+	o, msg := parseSet(args)
+	if msg != "" {
+		c.errorf("%s", msg)
+		s.cfg.Metrics.request("set", "error")
+		return
+	}
+	var ttl time.Duration
+	if o.unit == 0 {
+		if s.cfg.DefaultTTL == 0 {
+			c.errorf("ERR SET NX without an expiry is refused: a lock that never expires is lost for good with its holder; add PX ms, or set default_ttl in config.toml")
+			s.cfg.Metrics.request("set", "error")
+			return
+		}
+		ttl = s.cfg.DefaultTTL
+	} else if ttl, msg = s.ttlOf(o.ttlValue, o.unit); msg != "" {
+		c.errorf("%s", msg)
+		s.cfg.Metrics.request("set", "error")
+		return
+	}
+	s.acquire(c, t0, args[1], args[2], ttl, renderReply)
+}
+
+func cmdSetNX(s *Server, c *client, args [][]byte) {
+	t0 := batching.Now()
+	if s.cfg.DefaultTTL == 0 {
+		c.errorf("ERR SETNX is refused: it sets no expiry, and a lock that never expires is lost for good with its holder; use SET key token NX PX ms, or set default_ttl in config.toml")
+		s.cfg.Metrics.request("setnx", "error")
+		return
+	}
+	s.acquire(c, t0, args[1], args[2], s.cfg.DefaultTTL, renderSetNX)
+}
+
+// acquire submits SET key token NX PX ttl as a quorum acquisition.
+func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Duration, kind renderKind) {
+	if ttl <= 0 {
+		// An absolute expiry already in the past: nothing to acquire.
+		resp3 := c.resp3
+		if kind == renderSetNX {
+			c.integer(0)
+		} else {
+			c.local(func(b []byte) []byte { return appendNull(b, resp3) })
+		}
+		return
+	}
+	ms := strconv.AppendInt(make([]byte, 0, 20), ttl.Milliseconds(), 10)
+	cmd := batching.AppendCommand(make([]byte, 0, 40+len(key)+len(token)), []byte("SET"), key, token, []byte("NX"), []byte("PX"), ms)
+	// Key and token alias the encoded command: no copies.
+	k, tok := argsIn(cmd, 1), argsIn(cmd, 2)
+	r := &quorum.Request{
+		Kind:      quorum.Acquire,
+		Agg:       quorum.AggVote,
+		Rule:      quorum.YesOK,
+		Key:       unsafe.String(unsafe.SliceData(k), len(k)),
+		NKeys:     1,
+		Cmd:       cmd,
+		UndoKeys:  [][]byte{k},
+		UndoToken: tok,
+		Exclusive: true,
+		NilIsNoop: true,
+		TTL:       ttl,
+		NoReply:   batching.ReplyNil,
+		T0:        t0,
+	}
+	s.submit(c, r, kind)
+}
+
+// argsIn returns argument i of an encoded command (which we encoded, so it
+// is well formed).
+func argsIn(cmd []byte, i int) []byte {
+	p := 0
+	skipLine := func() int {
+		start := p
+		for cmd[p] != '\r' {
+			p++
+		}
+		p += 2
+		return start
+	}
+	skipLine() // *n
+	for j := 0; ; j++ {
+		st := skipLine() // $len
+		l, _ := strconv.Atoi(string(cmd[st+1 : p-2]))
+		if j == i {
+			return cmd[p : p+l : p+l]
+		}
+		p += l + 2
+	}
+}
+
+func cmdGet(s *Server, c *client, args [][]byte) {
+	s.submit(c, &quorum.Request{
+		Kind: quorum.Read, Agg: quorum.AggValue, NKeys: 1,
+		Cmd: batching.AppendCommand(nil, []byte("GET"), args[1]), T0: batching.Now(),
+	}, renderReply)
+}
+
+func cmdPTTL(s *Server, c *client, args [][]byte) {
+	kind := renderReply
+	if len(args[0]) == 3 { // TTL
+		kind = renderTTLSecs
+	}
+	s.submit(c, &quorum.Request{
+		Kind: quorum.Read, Agg: quorum.AggValueTTL, NKeys: 1,
+		Cmd: quorum.GetTTLCommand(args[1]), T0: batching.Now(),
+	}, kind)
+}
+
+func cmdExists(s *Server, c *client, args [][]byte) {
+	s.submit(c, &quorum.Request{
+		Kind: quorum.Read, Agg: quorum.AggKeys, NKeys: len(args) - 1,
+		Cmd: quorum.ExistsCommand(args[1:]), T0: batching.Now(),
+	}, renderReply)
+}
+
+func cmdDel(s *Server, c *client, args [][]byte) {
+	r := &quorum.Request{
+		Kind: quorum.Release, Agg: quorum.AggKeys, NKeys: len(args) - 1,
+		Cmd: quorum.DelCommand(args[1:]), T0: batching.Now(),
+	}
+	if len(args) == 2 {
+		r.Key = string(args[1])
+	}
+	s.submit(c, r, renderReply)
+}
+
+// cmdExpire is the quorum extend of legacy SETNX+EXPIRE code: PEXPIRE on
+// every master, yes when a quorum had the key, with validity accounted.
+func cmdExpire(s *Server, c *client, args [][]byte) {
+	t0 := batching.Now()
+	unit := quorum.Millis
+	if len(args[0]) == 6 { // EXPIRE
+		unit = quorum.Seconds
+	}
+	v, err := strconv.ParseInt(string(args[2]), 10, 64)
+	if err != nil {
+		c.errorf("ERR value is not an integer or out of range")
+		return
+	}
+	if v <= 0 {
+		c.errorf("ERR invalid expire time: lockproxy extends locks with a positive TTL; release a lock with its release script or DEL")
+		return
+	}
+	ttl, msg := s.ttlOf(v, unit)
+	if msg != "" {
+		c.errorf("%s", msg)
+		return
+	}
+	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
+	s.submit(c, &quorum.Request{
+		Kind: quorum.Extend, Agg: quorum.AggVote, Rule: quorum.YesOne,
+		Key: string(args[1]), NKeys: 1,
+		Cmd: batching.AppendCommand(nil, []byte("PEXPIRE"), args[1], ms),
+		TTL: ttl, NoReply: batching.Reply{Type: batching.Integer, Int: 0}, T0: t0,
+	}, renderReply)
+}
+
+// cmdEval forwards a catalogued script to every master and counts votes.
+func cmdEval(s *Server, c *client, args [][]byte) {
+	t0 := batching.Now()
+	isSHA := len(args[0]) == 7
+	numKeys, err := strconv.Atoi(string(args[2]))
+	if err != nil || numKeys < 0 {
+		c.errorf("ERR value is not an integer or out of range")
+		return
+	}
+	if numKeys > len(args)-3 {
+		c.errorf("ERR Number of keys can't be greater than number of args")
+		return
+	}
+	var sc *Script
+	if isSHA {
+		if sc = s.scripts.get(strings.ToLower(string(args[1]))); sc == nil {
+			c.errorf("%s No matching script. Please use EVAL.", errPrefixNoScript)
+			s.cfg.Metrics.scriptMiss()
+			return
+		}
+	} else {
+		if sc = s.cfg.Catalog.Match(args[1]); sc == nil {
+			sum := sha1.Sum(args[1])
+			c.errorf("ERR unknown script (sha1 %s): lockproxy forwards only catalogued lock scripts and never sends others to the masters; register it under [[scripts]] in config.toml (body, kind, vote, ttl_arg) — see README \"Custom scripts\"", hex.EncodeToString(sum[:]))
+			s.cfg.Metrics.scriptMiss()
+			return
+		}
+		// The client's own sha1 (of its formatting) now answers EVALSHA.
+		sum := sha1.Sum(args[1])
+		s.scripts.add(hex.EncodeToString(sum[:]), sc)
+	}
+	s.cfg.Metrics.scriptHit()
+	keys := args[3 : 3+numKeys]
+	argv := args[3+numKeys:]
+	r := &quorum.Request{
+		Kind: sc.Kind, Agg: quorum.AggVote, Rule: sc.Yes, Combine: sc.Combine,
+		NKeys: numKeys, NoReply: sc.NoReply, T0: t0,
+	}
+	if sc.TTLArg > 0 && sc.Kind != quorum.Read {
+		if sc.TTLArg > len(argv) {
+			c.errorf("ERR script %q expects its TTL in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TTLArg, len(argv))
+			return
+		}
+		v, err := strconv.ParseInt(string(argv[sc.TTLArg-1]), 10, 64)
+		if err != nil {
+			c.errorf("ERR script %q: ARGV[%d] should be its TTL, an integer", sc.Name, sc.TTLArg)
+			return
+		}
+		ttl, msg := s.ttlOf(v, sc.TTLUnit)
+		if msg != "" {
+			c.errorf("%s", msg)
+			return
+		}
+		if ttl <= 0 {
+			c.errorf("ERR script %q: TTL in ARGV[%d] is not positive", sc.Name, sc.TTLArg)
+			return
+		}
+		r.TTL = ttl
+	}
+	// The catalogued body is what every master has loaded: forward by its
+	// sha1. Keys and the token alias the encoded command.
+	r.Cmd = quorum.AppendEvalSHA(nil, sc.SHA1, keys, argv)
+	if numKeys == 1 && sc.Kind != quorum.Read {
+		k := argsIn(r.Cmd, 3)
+		r.Key = unsafe.String(unsafe.SliceData(k), len(k))
+	}
+	if sc.Kind == quorum.Acquire && sc.TokenArg > 0 {
+		if sc.TokenArg > len(argv) {
+			c.errorf("ERR script %q expects the lock token in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TokenArg, len(argv))
+			return
+		}
+		for i := 0; i < numKeys; i++ {
+			r.UndoKeys = append(r.UndoKeys, argsIn(r.Cmd, 3+i))
+		}
+		r.UndoToken = argsIn(r.Cmd, 3+numKeys+sc.TokenArg-1)
+	}
+	s.submit(c, r, renderReply)
+}
+
+func cmdScript(s *Server, c *client, args [][]byte) {
+	switch strings.ToLower(string(args[1])) {
+	case "load":
+		if len(args) != 3 {
+			c.errorf("ERR wrong number of arguments for 'script|load' command")
+			return
+		}
+		sc := s.cfg.Catalog.Match(args[2])
+		sum := sha1.Sum(args[2])
+		sha := hex.EncodeToString(sum[:])
+		if sc == nil {
+			c.errorf("ERR unknown script (sha1 %s): lockproxy loads only catalogued lock scripts; register it under [[scripts]] in config.toml — see README \"Custom scripts\"", sha)
+			return
+		}
+		s.scripts.add(sha, sc)
+		c.bulk([]byte(sha))
+	case "exists":
+		n := len(args) - 2
+		found := make([]bool, n)
+		for i := range found {
+			found[i] = s.scripts.get(strings.ToLower(string(args[2+i]))) != nil
+		}
+		c.local(func(b []byte) []byte {
+			b = appendArrayHeader(b, n)
+			for _, f := range found {
+				if f {
+					b = appendInt(b, 1)
+				} else {
+					b = appendInt(b, 0)
+				}
+			}
+			return b
+		})
+	case "flush":
+		s.scripts.flush()
+		c.status("OK")
+	default:
+		c.errorf("ERR unknown subcommand '%s'. lockproxy supports SCRIPT LOAD, EXISTS and FLUSH", clip(args[1]))
+	}
+}
