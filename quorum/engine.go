@@ -98,7 +98,11 @@ type Engine struct {
 	n, q  int
 	pipes []*batching.Pipeline
 	keys  keyTable
-	undos atomic.Int64 // undo commands sent
+	// quarantine[i] is the unix time in ms until which master i's votes do
+	// not count (it lost its data and may have lost keys of valid locks);
+	// 0: none. Commands are still sent to it, so its state rebuilds.
+	quarantine []atomic.Int64
+	undos      atomic.Int64 // undo commands sent
 	lost  atomic.Int64 // undo commands that could not be queued
 }
 
@@ -109,6 +113,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, n: len(cfg.Masters), q: Size(len(cfg.Masters))}
+	e.quarantine = make([]atomic.Int64, e.n)
 	e.keys.init()
 	init := append([][]byte(nil), cfg.Auth...)
 	for _, s := range InternalScripts() {
@@ -141,11 +146,37 @@ func (e *Engine) Config() Config { return e.cfg }
 
 // MasterStatus is one master's state, for INFO and metrics.
 type MasterStatus struct {
-	Addr     string
-	Up       bool
-	Err      error // why it is down
-	Queued   int
-	Inflight int
+	Addr             string
+	Up               bool
+	Err              error // why it is down
+	Queued           int
+	Inflight         int
+	QuarantinedUntil time.Time // zero: its votes count
+}
+
+// SetQuarantine makes master i's votes not count until until (zero time:
+// count again).
+func (e *Engine) SetQuarantine(i int, until time.Time) {
+	if until.IsZero() {
+		e.quarantine[i].Store(0)
+		return
+	}
+	e.quarantine[i].Store(until.UnixMilli())
+}
+
+// QuarantinedUntil reports whether master i is quarantined now, and until
+// when.
+func (e *Engine) QuarantinedUntil(i int) (time.Time, bool) {
+	ms := e.quarantine[i].Load()
+	if ms == 0 {
+		return time.Time{}, false
+	}
+	until := time.UnixMilli(ms)
+	if time.Now().After(until) {
+		e.quarantine[i].CompareAndSwap(ms, 0)
+		return time.Time{}, false
+	}
+	return until, true
 }
 
 // Masters reports each master's state without a round trip.
@@ -155,6 +186,7 @@ func (e *Engine) Masters() []MasterStatus {
 		up, err := p.Up()
 		q, f := p.Depth()
 		out[i] = MasterStatus{Addr: p.Addr(), Up: up, Err: err, Queued: q, Inflight: f}
+		out[i].QuarantinedUntil, _ = e.QuarantinedUntil(i)
 		if up {
 			out[i].Err = nil
 		}

@@ -101,6 +101,11 @@ func (r *Request) Complete(master int, rep batching.Reply, err error) {
 	if err == nil && unavailable(rep) {
 		err = errors.New(string(rep.Str))
 	}
+	if err == nil && r.e.quarantine[master].Load() != 0 {
+		if until, q := r.e.QuarantinedUntil(master); q {
+			err = &QuarantineError{Until: until}
+		}
+	}
 	if err != nil {
 		if errors.Is(err, batching.ErrExpired) || errors.Is(err, batching.ErrQueueFull) {
 			r.state[master] = notSent

@@ -3,6 +3,7 @@ package quorum
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,6 +66,7 @@ func fakeEngine(n int) *Engine {
 	e := &Engine{cfg: cfg, n: n, q: Size(n)}
 	e.keys.init()
 	e.pipes = nil
+	e.quarantine = make([]atomic.Int64, n)
 	return e
 }
 
