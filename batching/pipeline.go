@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -375,6 +376,10 @@ func (p *Pipeline) writeLoop(conn net.Conn, readErr <-chan error) (err error, re
 			return ErrClosed, false
 		}
 		for {
+			// Let the connections that are already runnable add their
+			// commands before this write: one yield, no timer, so an idle
+			// proxy adds no delay, and under load batches grow.
+			runtime.Gosched()
 			p.mu.Lock()
 			batch := p.queue
 			p.queue = spare[:0]

@@ -245,9 +245,15 @@ func (l *deadlineListener) Accept() (net.Conn, error) {
 type deadlineConn struct {
 	net.Conn
 	timeout time.Duration
+	set     time.Time // when the write deadline was last moved
 }
 
+// Write moves the deadline at most every timeout/4 (it costs a timer
+// update): a write always has at least 3/4 of the timeout.
 func (c *deadlineConn) Write(b []byte) (int, error) {
-	c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	if now := time.Now(); now.Sub(c.set) > c.timeout/4 {
+		c.Conn.SetWriteDeadline(now.Add(c.timeout))
+		c.set = now
+	}
 	return c.Conn.Write(b)
 }

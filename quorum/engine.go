@@ -277,9 +277,14 @@ func (e *Engine) finish(r *Request) {
 			if next == nil {
 				return
 			}
-			if next.Exclusive && holder.Kind == Acquire && holder.Err == nil && holder.Validity > time.Duration(batching.Now()-decidedAt) {
-				// A plain SET NX behind a successful acquisition that is
-				// still valid: it would be refused by the quorum.
+			if next.Exclusive && holder.Exclusive && (holder.contended || holder.Validity > time.Duration(batching.Now()-decidedAt)) {
+				// A plain SET NX queued while a SET NX on its key was in
+				// flight, which found the key held (a quorum refused it, or
+				// it took the lock and is still valid): the two were
+				// concurrent, so next is ordered right after it and is
+				// refused too, without a round trip. Only requests that
+				// waited behind it are answered so; later ones ask the
+				// masters.
 				next.mu.Lock()
 				next.Reply = next.NoReply
 				next.decidedIn = true

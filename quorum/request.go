@@ -67,11 +67,16 @@ type Request struct {
 	deadline atomic.Int64 // batching.Now() deadline, set at dispatch
 	done     atomic.Bool  // decided
 	next     *Request     // per-key FIFO link
+	// contended: a quorum answered and refused (the key is held); set
+	// before the decision is published.
+	contended bool
 
 	mu         sync.Mutex // protects the fields below
 	dispatched bool
 	inDispatch bool // decided while dispatch was still submitting
 	decidedIn  bool
+	undoing    bool   // a failed acquisition: undo each master once its part is known
+	undoCmd    []byte // built on first use
 	state      [MaxMasters]uint8
 	replies    [MaxMasters]batching.Reply
 	errs       [MaxMasters]error
@@ -123,6 +128,9 @@ func (r *Request) Complete(master int, rep batching.Reply, err error) {
 		}
 	}
 	if r.decidedIn {
+		if r.undoing {
+			r.undoOne(master)
+		}
 		r.mu.Unlock()
 		return
 	}
@@ -247,6 +255,7 @@ func (r *Request) failure() {
 		r.Err = r.noQuorum()
 	} else {
 		r.Reply = r.mostCommonNo()
+		r.contended = true
 	}
 	r.undo()
 }
@@ -289,19 +298,28 @@ func (r *Request) undo() {
 	if r.Kind != Acquire || len(r.UndoKeys) == 0 {
 		return
 	}
-	var cmd []byte
+	r.undoing = true
 	for i := 0; i < r.e.n; i++ {
-		switch {
-		case r.state[i] == notSent:
-			continue
-		case r.state[i] == replied && r.NilIsNoop && r.replies[i].Type == batching.Nil:
-			continue // SET NX answered nil: it set nothing
-		}
-		if cmd == nil {
-			cmd = UndoCommand(r.UndoKeys, r.UndoToken)
-		}
-		r.e.submitUndo(i, cmd)
+		r.undoOne(i)
 	}
+}
+
+// undoOne undoes master i's part of a failed acquisition if it may have
+// applied it. A master still pending is undone when its reply or failure
+// arrives (Complete calls undoOne again): most answer nil to a contended SET
+// NX and need nothing. Either way the undo is queued after that master
+// processed (or lost) the acquisition, so it cannot overtake it.
+func (r *Request) undoOne(i int) {
+	switch {
+	case r.state[i] == pending || r.state[i] == notSent:
+		return
+	case r.state[i] == replied && r.NilIsNoop && r.replies[i].Type == batching.Nil:
+		return // SET NX answered nil: it set nothing
+	}
+	if r.undoCmd == nil {
+		r.undoCmd = UndoCommand(r.UndoKeys, r.UndoToken)
+	}
+	r.e.submitUndo(i, r.undoCmd)
 }
 
 // majorityValue finds the value most masters hold (non-nil) and how many.

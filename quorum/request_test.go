@@ -254,3 +254,23 @@ func TestKeySerialization(t *testing.T) {
 		t.Fatal("key should be free again")
 	}
 }
+
+func TestKeyQueueReleasesGoFirst(t *testing.T) {
+	var kt keyTable
+	kt.init()
+	run := &Request{Key: "k", Exclusive: true}
+	a1 := &Request{Key: "k", Exclusive: true}
+	a2 := &Request{Key: "k", Exclusive: true}
+	rel := &Request{Key: "k"}
+	ext := &Request{Key: "k"}
+	kt.enter(run)
+	kt.enter(a1)
+	kt.enter(a2)
+	kt.enter(rel)
+	kt.enter(ext)
+	for i, want := range []*Request{rel, ext, a1, a2, nil} {
+		if got := kt.leave("k"); got != want {
+			t.Fatalf("leave #%d: got %p, want %p", i, got, want)
+		}
+	}
+}

@@ -124,6 +124,27 @@ func (t *keyTable) enter(r *Request) bool {
 		s.m[r.Key] = &keyQueue{}
 		return true
 	}
+	if !r.Exclusive {
+		// Releases, extends and deletes go ahead of queued plain SET NX
+		// (all of them concurrent requests, which the proxy may order as
+		// it likes): a holder's release must not wait behind a crowd of
+		// acquisitions that cannot succeed until it is done.
+		var prev *Request
+		at := q.head
+		for at != nil && !at.Exclusive {
+			prev, at = at, at.next
+		}
+		r.next = at
+		if prev == nil {
+			q.head = r
+		} else {
+			prev.next = r
+		}
+		if at == nil {
+			q.tail = r
+		}
+		return false
+	}
 	if q.tail == nil {
 		q.head = r
 	} else {
