@@ -1,0 +1,305 @@
+package compat
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// nMasters is the size of the shared deployment; q its quorum.
+const (
+	nMasters = 5
+	q        = nMasters/2 + 1
+)
+
+// env is what every test of the package shares: 5 real masters and a
+// lockproxy in front of them with the default configuration. Tests keep
+// out of each other's way by key prefix (prefixOf), so they may run in
+// parallel; a test that needs another configuration starts its own
+// lockproxy on the same masters (startProxy).
+type env struct {
+	masters []*redisproc.Server
+	addr    string // the shared lockproxy, 127.0.0.1:port
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *env
+	sharedErr  error
+	sharedStop []func() // run by TestMain after the tests, last first
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for i := len(sharedStop) - 1; i >= 0; i-- {
+		sharedStop[i]()
+	}
+	os.Exit(code)
+}
+
+// setup returns the shared environment, starting it on first use. A
+// missing redis-server is a failure, never a skip.
+func setup(t *testing.T) *env {
+	t.Helper()
+	sharedOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "lockproxy-compat-")
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		sharedStop = append(sharedStop, func() { os.RemoveAll(dir) })
+		masters, err := redisproc.StartN(dir, nMasters)
+		if err != nil {
+			sharedErr = fmt.Errorf("starting %d redis-server masters (apt-get install -y redis-server; .ci/run does): %w", nMasters, err)
+			return
+		}
+		sharedStop = append(sharedStop, func() {
+			for _, m := range masters {
+				m.Stop()
+			}
+		})
+		addr, stop, err := startProxy(masters, proxy.Config{}, nil)
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		sharedStop = append(sharedStop, stop)
+		shared = &env{masters: masters, addr: addr}
+	})
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return shared
+}
+
+// proxyFor starts a lockproxy of its own for t on the shared masters, with
+// pc's settings (DefaultTTL…) and custom scripts; it stops with t.
+func (e *env) proxyFor(t *testing.T, pc proxy.Config, custom []proxy.ScriptConfig) string {
+	t.Helper()
+	addr, stop, err := startProxy(e.masters, pc, custom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return addr
+}
+
+// startProxy starts an in-process lockproxy on a free port of 127.0.0.1 in
+// front of masters, as cmd/lockproxy wires it, and returns once it has a
+// connection to every master.
+func startProxy(masters []*redisproc.Server, pc proxy.Config, custom []proxy.ScriptConfig) (addr string, stop func(), err error) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	cat, err := proxy.NewCatalog(custom)
+	if err != nil {
+		return "", nil, err
+	}
+	var bodies []string
+	for _, s := range cat.Scripts() {
+		if s.Body != "" {
+			bodies = append(bodies, s.Body)
+		}
+	}
+	qc := quorum.Config{NodeTimeout: 50 * time.Millisecond, MaxTTL: time.Minute, Scripts: bodies, Logger: logger}
+	for _, m := range masters {
+		qc.Masters = append(qc.Masters, m.Addr)
+	}
+	engine, err := quorum.New(qc)
+	if err != nil {
+		return "", nil, err
+	}
+	pc.Engine, pc.Catalog, pc.Logger, pc.Version = engine, cat, logger, "compat-test"
+	srv, err := proxy.New(pc)
+	if err != nil {
+		engine.Close()
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		engine.Close()
+		return "", nil, err
+	}
+	served := make(chan struct{})
+	go func() { srv.Serve(ln); close(served) }()
+	stop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-served
+		engine.Close()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		up := 0
+		for _, m := range engine.Masters() {
+			if m.Up {
+				up++
+			}
+		}
+		if up == len(masters) {
+			return ln.Addr().String(), stop, nil
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, fmt.Errorf("lockproxy: %d of %d masters connected after 10s: %+v", up, len(masters), engine.Masters())
+		}
+	}
+}
+
+// prefixOf is the key prefix of test t: every key a test locks starts with
+// it, so tests on the shared masters never meet.
+func prefixOf(t *testing.T) string {
+	return "compat:" + regexp.MustCompile(`[^A-Za-z0-9_]+`).ReplaceAllString(t.Name(), "_") + ":"
+}
+
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// do runs one command on master i.
+func (e *env) do(t *testing.T, i int, args ...string) string {
+	t.Helper()
+	v, err := e.masters[i].Do(args...)
+	if err != nil {
+		t.Fatalf("master %d (%s): %s: %v", i, e.masters[i].Addr, strings.Join(args, " "), err)
+	}
+	return v
+}
+
+// values returns GET key on each master, "(nil)" where it is missing.
+func (e *env) values(t *testing.T, key string) []string {
+	t.Helper()
+	out := make([]string, len(e.masters))
+	for i := range e.masters {
+		out[i] = e.do(t, i, "GET", key)
+	}
+	return out
+}
+
+// pttls returns PTTL key on each master in ms (-2: missing).
+func (e *env) pttls(t *testing.T, key string) []int64 {
+	t.Helper()
+	out := make([]int64, len(e.masters))
+	for i := range e.masters {
+		v := e.do(t, i, "PTTL", key)
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("PTTL %s on master %d: %q", key, i, v)
+		}
+		out[i] = n
+	}
+	return out
+}
+
+// poll calls cond every 5ms until it reports true or 3s have passed, and
+// returns the last result.
+func poll(cond func() bool) bool {
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+func count[T comparable](xs []T, f func(T) bool) int {
+	n := 0
+	for _, x := range xs {
+		if f(x) {
+			n++
+		}
+	}
+	return n
+}
+
+// checkHeld: a client was just told it holds key with token, so a quorum
+// of masters holds it now, and all of them soon (the masters past the
+// quorum get the same write in the same batch).
+func (e *env) checkHeld(t *testing.T, key, token string) error {
+	t.Helper()
+	is := func(v string) bool { return v == token }
+	if got := e.values(t, key); count(got, is) < q {
+		return fmt.Errorf("%s = %q on %d masters, want a quorum (%d): %q", key, token, count(got, is), q, got)
+	}
+	if !poll(func() bool { return count(e.values(t, key), is) == nMasters }) {
+		return fmt.Errorf("%s = %q on fewer than all %d healthy masters: %q", key, token, nMasters, e.values(t, key))
+	}
+	return nil
+}
+
+// checkGone: key is on no master (a release deletes it everywhere).
+func (e *env) checkGone(t *testing.T, key string) error {
+	t.Helper()
+	if !poll(func() bool { return count(e.values(t, key), func(v string) bool { return v != "(nil)" }) == 0 }) {
+		return fmt.Errorf("%s still on masters after release: %q", key, e.values(t, key))
+	}
+	return nil
+}
+
+// checkPTTL: on a quorum of masters, key's PTTL is within [lo, hi] ms.
+func (e *env) checkPTTL(t *testing.T, key string, lo, hi int64) error {
+	t.Helper()
+	got := e.pttls(t, key)
+	if n := count(got, func(v int64) bool { return lo <= v && v <= hi }); n < q {
+		return fmt.Errorf("PTTL %s in [%d, %d] ms on %d masters, want a quorum (%d): %v", key, lo, hi, n, q, got)
+	}
+	return nil
+}
+
+// keys returns the keys under prefix on each master, sorted.
+func (e *env) keys(t *testing.T, prefix string) [][]string {
+	t.Helper()
+	out := make([][]string, len(e.masters))
+	for i := range e.masters {
+		v := e.do(t, i, "KEYS", prefix+"*")
+		if v != "" {
+			out[i] = strings.Fields(v)
+			sort.Strings(out[i])
+		}
+	}
+	return out
+}
+
+// checkKeys: every master holds exactly these keys under prefix.
+func (e *env) checkKeys(t *testing.T, prefix string, want ...string) error {
+	t.Helper()
+	sort.Strings(want)
+	ok := func() bool {
+		for _, ks := range e.keys(t, prefix) {
+			if strings.Join(ks, " ") != strings.Join(want, " ") {
+				return false
+			}
+		}
+		return true
+	}
+	if !poll(ok) {
+		return fmt.Errorf("keys %s* on the masters = %q, want %q on each", prefix, e.keys(t, prefix), want)
+	}
+	return nil
+}
+
+// must fails t at once on a check's error.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,122 @@
+package compat
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// nodeDir holds package.json, the committed package-lock.json and the
+// scripts; npm ci installs node_modules there.
+const nodeDir = "node"
+
+var (
+	npmOnce sync.Once
+	npmErr  string
+)
+
+// requireNodeModules fails t (never skips) when node or npm is missing, and
+// otherwise makes node/node_modules match node/package-lock.json: npm ci,
+// skipped when a stamp written by the last successful install says the
+// lock file has not changed since.
+func requireNodeModules(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed; install it with:\n  apt-get install -y nodejs npm\n(.ci/run installs it)", tool)
+		}
+	}
+	npmOnce.Do(func() { npmErr = npmCI() })
+	if npmErr != "" {
+		t.Fatal(npmErr)
+	}
+}
+
+// npmCI runs npm ci in nodeDir unless its stamp is current, and returns a
+// failure message or "".
+func npmCI() string {
+	lockFile := filepath.Join(nodeDir, "package-lock.json")
+	f, err := os.Open(lockFile)
+	if err != nil {
+		return "compat/node/package-lock.json is missing: " + err.Error()
+	}
+	defer f.Close()
+	// Another go test process (go test ./... runs packages in parallel, and
+	// developers share a tree) may be installing too.
+	unlock, err := lockFileExclusive(f)
+	if err != nil {
+		return "locking " + lockFile + ": " + err.Error()
+	}
+	defer unlock()
+
+	h := sha256.New()
+	for _, name := range []string{"package.json", "package-lock.json"} {
+		b, err := os.ReadFile(filepath.Join(nodeDir, name))
+		if err != nil {
+			return err.Error()
+		}
+		h.Write(b)
+	}
+	want := hex.EncodeToString(h.Sum(nil))
+	stamp := filepath.Join(nodeDir, "node_modules", ".lockproxy-npm-ci")
+	if got, err := os.ReadFile(stamp); err == nil && string(got) == want {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--prefer-offline")
+	cmd.Dir = nodeDir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "npm ci in compat/node failed (" + err.Error() + "); run it by hand to see why:\n  cd compat/node && npm ci --no-audit --no-fund\n" + out.String()
+	}
+	if err := os.WriteFile(stamp, []byte(want), 0o644); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// runNode runs a script of nodeDir against the shared lockproxy.
+func (e *env) runNode(t *testing.T, script string) {
+	t.Helper()
+	requireNodeModules(t)
+	e.runDriven(t, 30*time.Second, "node", filepath.Join(nodeDir, script), port(e.addr), prefixOf(t))
+	must(t, e.checkKeys(t, prefixOf(t)))
+}
+
+// TestNodeRedlock: node-redlock 5.0.0-beta.2 with one ioredis client,
+// single and multi-resource locks, retries and using() with automatic
+// extension (node/redlock5.js).
+func TestNodeRedlock(t *testing.T) {
+	t.Parallel()
+	setup(t).runNode(t, "redlock5.js")
+}
+
+// TestNodeIORedisLock: ioredis-lock 4.0.0 (node/ioredis_lock.js).
+func TestNodeIORedisLock(t *testing.T) {
+	t.Parallel()
+	setup(t).runNode(t, "ioredis_lock.js")
+}
+
+// TestNodeLockfileCommitted: the suite installs exactly what the committed
+// lock file pins, so it must list every package at an exact version.
+func TestNodeLockfileCommitted(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(nodeDir, "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range []string{`"node_modules/redlock"`, `"node_modules/ioredis-lock"`, `"node_modules/ioredis"`} {
+		if !strings.Contains(string(b), pkg) {
+			t.Errorf("package-lock.json does not pin %s", pkg)
+		}
+	}
+}
