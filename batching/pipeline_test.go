@@ -239,3 +239,16 @@ func TestPipelineInitLoadsScripts(t *testing.T) {
 }
 
 func sha1Sum(s string) [20]byte { return sha1.Sum([]byte(s)) }
+
+func startForBench(b *testing.B) string { return redisproc.ForTest(b, 1)[0].Addr }
+
+func waitConnectedB(b *testing.B, p *Pipeline) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for up, _ := p.Up(); !up; up, _ = p.Up() {
+		if time.Now().After(deadline) {
+			b.Fatal("not connected")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
