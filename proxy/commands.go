@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
 	"strconv"
@@ -200,12 +201,19 @@ func cmdSelect(s *Server, c *client, args [][]byte) {
 	c.status("OK")
 }
 
-// checkPass compares in constant time.
+// checkPass compares in constant time, also in the password's length:
+// both sides are hashed first. A failure is counted for INFO and /metrics.
 func (s *Server) checkPass(user, pass []byte) bool {
+	given := sha256.Sum256(pass)
+	want := sha256.Sum256([]byte(s.cfg.RequirePass))
+	ok := subtle.ConstantTimeCompare(given[:], want[:]) == 1
 	if user != nil && string(user) != "default" {
-		return false
+		ok = false
 	}
-	return subtle.ConstantTimeCompare(pass, []byte(s.cfg.RequirePass)) == 1
+	if !ok {
+		s.cfg.Metrics.authFailure()
+	}
+	return ok
 }
 
 func cmdAuth(s *Server, c *client, args [][]byte) {

@@ -76,6 +76,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		{"persistence", infoPersistence},
 		{"stats", s.infoStats},
 		{"replication", infoReplication},
+		{"keyspace", infoKeyspace},
 		{"quorum", s.infoQuorum},
 	} {
 		if !all && !want[sec.name] {
@@ -97,6 +98,7 @@ func field(b *strings.Builder, k string, v any) { fmt.Fprintf(b, "%s:%v\r\n", k,
 func (s *Server) infoServer(b *strings.Builder) {
 	field(b, "redis_version", redisCompatVersion)
 	field(b, "lockproxy_version", s.cfg.Version)
+	field(b, "lockproxy_commit", s.cfg.Commit)
 	field(b, "redis_mode", "standalone")
 	field(b, "os", runtime.GOOS+" "+runtime.GOARCH)
 	field(b, "arch_bits", strconv.IntSize)
@@ -113,6 +115,8 @@ func (s *Server) infoServer(b *strings.Builder) {
 func (s *Server) infoClients(b *strings.Builder) {
 	field(b, "connected_clients", s.clients.Load())
 	field(b, "maxclients", s.cfg.MaxClients)
+	field(b, "blocked_clients", 0)
+	field(b, "requirepass", map[bool]string{false: "no", true: "yes"}[s.cfg.RequirePass != ""])
 }
 
 // infoPersistence answers what client ready checks look for.
@@ -126,24 +130,42 @@ func infoReplication(b *strings.Builder) {
 	field(b, "connected_slaves", 0)
 }
 
+// infoKeyspace is empty: lockproxy keeps no keys of its own, and counting
+// the masters' would take a round trip.
+func infoKeyspace(b *strings.Builder) {}
+
+// infoStats has the counters of /metrics, under INFO-style names.
 func (s *Server) infoStats(b *strings.Builder) {
+	m := s.cfg.Metrics
 	field(b, "total_connections_received", s.accepted.Load())
 	field(b, "rejected_connections", s.rejected.Load())
-	counts := s.cfg.Metrics.snapshot()
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
+	field(b, "auth_failures", m.authFailures.Get())
+	var total uint64
+	m.counts(func(name string, v uint64) {
+		field(b, name, v)
+		total += v
+	})
+	field(b, "total_lock_requests", total)
+	for o, h := range m.decision {
+		if h != nil {
+			field(b, "decision_"+opNames[o]+"_p50_ms", fmtMs(h.quantile(0.5)))
+			field(b, "decision_"+opNames[o]+"_p99_ms", fmtMs(h.quantile(0.99)))
+		}
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		field(b, k, counts[k])
-	}
+	field(b, "script_catalog_hits", m.hits.Get())
+	field(b, "script_catalog_misses", m.miss.Get())
 	sent, lost := s.cfg.Engine.UndoStats()
 	field(b, "undo_sent", sent)
 	field(b, "undo_lost", lost)
 	field(b, "scripts_known", s.scripts.len())
 }
 
+func fmtMs(sec float64) string { return strconv.FormatFloat(sec*1e3, 'f', 3, 64) }
+
+// infoQuorum describes every master from memory: the engine's connection
+// state and quarantine, the latency of the last PING probe and the last
+// error seen. No master is asked anything, so a stuck master cannot slow
+// INFO down.
 func (s *Server) infoQuorum(b *strings.Builder) {
 	e := s.cfg.Engine
 	cfg := e.Config()
@@ -152,23 +174,34 @@ func (s *Server) infoQuorum(b *strings.Builder) {
 	field(b, "node_timeout_ms", cfg.NodeTimeout.Milliseconds())
 	field(b, "max_ttl_ms", cfg.MaxTTL.Milliseconds())
 	field(b, "clock_drift_factor", cfg.DriftFactor)
-	up := 0
+	var n [numStates]int
+	clean := strings.NewReplacer(",", ";", "\r", " ", "\n", " ")
 	for i, m := range e.Masters() {
-		state := "up"
-		errText := ""
-		if !m.Up {
-			state = "down"
-			if m.Err != nil {
-				errText = strings.NewReplacer(",", ";", "\r", " ", "\n", " ").Replace(m.Err.Error())
+		state := masterState(m)
+		n[state]++
+		latency, until, lastErr, errAt := "", "", "", ""
+		if i < len(s.cfg.Metrics.masters) {
+			ms := s.cfg.Metrics.masters[i]
+			if ns := ms.lastLatency.Load(); ns > 0 {
+				latency = fmtMs(float64(ns) / 1e9)
 			}
-		} else {
-			up++
+			if le := ms.lastErr.Load(); le != nil {
+				lastErr, errAt = le.text, le.at.UTC().Format(time.RFC3339)
+			}
 		}
-		fmt.Fprintf(b, "master%d:addr=%s,state=%s,queued=%d,inflight=%d,last_error=%s\r\n",
-			i, m.Addr, state, m.Queued, m.Inflight, errText)
+		if state == stateDown && m.Err != nil {
+			lastErr, errAt = m.Err.Error(), "" // why it is down now
+		}
+		if !m.QuarantinedUntil.IsZero() {
+			until = m.QuarantinedUntil.UTC().Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(b, "master%d:addr=%s,state=%s,latency_ms=%s,queued=%d,inflight=%d,quarantined_until=%s,last_error_at=%s,last_error=%s\r\n",
+			i, m.Addr, stateNames[state], latency, m.Queued, m.Inflight, until, errAt, clean.Replace(lastErr))
 	}
-	field(b, "masters_up", up)
-	field(b, "quorum_available", map[bool]int{false: 0, true: 1}[up >= e.Q()])
+	field(b, "masters_up", n[stateUp]+n[stateQuarantined])
+	field(b, "masters_down", n[stateDown])
+	field(b, "masters_quarantined", n[stateQuarantined])
+	field(b, "quorum_available", map[bool]int{false: 0, true: 1}[n[stateUp] >= e.Q()])
 }
 
 // cmdConfig: CONFIG GET pattern… answers lockproxy's settings (and the

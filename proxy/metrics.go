@@ -1,93 +1,369 @@
 package proxy
 
 import (
-	"strings"
-	"sync"
-	"time"
+	"io"
+	"strconv"
+	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
-// Metrics are the front end's Prometheus metrics, in a Set the caller
-// exposes on /metrics.
+// Metrics are lockproxy's Prometheus metrics: the front end's requests and
+// connections, and what lockproxy observes of each master. They live in a
+// metrics.Set that Server.WritePrometheus writes on /metrics; INFO reads the
+// same counters.
+//
+// The per-request path (Metrics.outcome, Metrics.request) takes no lock and
+// allocates nothing: every counter it can touch is created up front and
+// found by array index, and the decision latency histogram is a set of
+// atomic buckets (see histogram). Everything else is sampled when /metrics
+// is scraped.
 type Metrics struct {
-	set         *metrics.Set
-	connections *metrics.Gauge
-	connCount   func() float64
-	decision    *metrics.Histogram
-	hits, miss  *metrics.Counter
+	set *metrics.Set
 
-	mu       sync.Mutex // protects counters
-	counters map[string]*metrics.Counter
+	connections  *metrics.Gauge   // open client connections
+	accepted     *metrics.Counter // set from Server at scrape
+	rejected     *metrics.Counter // set from Server at scrape
+	authFailures *metrics.Counter
+	hits, miss   *metrics.Counter // script catalog
+	undoSent     *metrics.Counter // set from the engine at scrape
+	undoLost     *metrics.Counter
+	available    *metrics.Gauge // 1 when Q masters count
+
+	// requests[op][outcome]; nil where the pair cannot happen.
+	requests [numOps][numOutcomes]*metrics.Counter
+	decision [numOps]*histogram
+
+	masters []*masterStats // by master index
+	byAddr  map[string]*masterStats
 }
 
-// NewMetrics registers the front end's metrics in set (a new Set if nil).
-func NewMetrics(set *metrics.Set) *Metrics {
+// op is the lock operation a request performs: the label "op".
+type op uint8
+
+const (
+	opAcquire op = iota // SET NX, SETNX, acquire scripts
+	opRelease           // release scripts, DEL/UNLINK
+	opExtend            // PEXPIRE/EXPIRE, extend scripts
+	opRead              // GET, PTTL/TTL, EXISTS, read scripts
+	opOther             // commands lockproxy refuses
+	numOps
+)
+
+var opNames = [numOps]string{"acquire", "release", "extend", "read", "other"}
+
+func opOf(k quorum.Kind) op {
+	switch k {
+	case quorum.Acquire:
+		return opAcquire
+	case quorum.Release:
+		return opRelease
+	case quorum.Extend:
+		return opExtend
+	case quorum.Read:
+		return opRead
+	}
+	return opOther
+}
+
+// outcome is how a request ended: the label "outcome".
+type outcome uint8
+
+const (
+	outAcquired  outcome = iota // acquire: a quorum said yes with validity left
+	outContended                // acquire: not acquired (held, or validity ran out)
+	outExtended                 // extend: a quorum moved the expiry
+	outNotHeld                  // extend: the lock was not held by the token
+	outOK                       // release, read: a quorum answered
+	outNoQuorum                 // fewer than Q masters answered
+	outError                    // an error reply (bad arguments, refused command, master error)
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"acquired", "contended", "extended", "notheld", "ok", "noquorum", "error"}
+
+// validOutcomes lists the series created for each op, so that every series
+// exists from the start (rate() needs the zero) and no meaningless one does.
+var validOutcomes = [numOps][]outcome{
+	opAcquire: {outAcquired, outContended, outNoQuorum, outError},
+	opRelease: {outOK, outNoQuorum, outError},
+	opExtend:  {outExtended, outNotHeld, outNoQuorum, outError},
+	opRead:    {outOK, outNoQuorum, outError},
+	opOther:   {outError},
+}
+
+// decisionBuckets are the upper bounds, in seconds, of the decision latency
+// histogram: fine below a millisecond, where a healthy local quorum decides,
+// and up to the seconds a request can wait behind others on its key.
+var decisionBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
+
+// NewMetrics registers lockproxy's metrics in set (a new Set if nil), with
+// per-master series for masters (quorum.Config.Masters, in order).
+func NewMetrics(set *metrics.Set, masters []string) *Metrics {
 	if set == nil {
 		set = metrics.NewSet()
 	}
-	m := &Metrics{set: set, counters: map[string]*metrics.Counter{}}
+	m := &Metrics{set: set, byAddr: map[string]*masterStats{}}
 	m.connections = set.NewGauge("lockproxy_client_connections", nil)
-	m.decision = set.NewHistogram("lockproxy_quorum_decision_seconds")
+	m.accepted = set.NewCounter("lockproxy_client_connections_total")
+	m.rejected = set.NewCounter("lockproxy_client_connections_rejected_total")
+	m.authFailures = set.NewCounter("lockproxy_auth_failures_total")
 	m.hits = set.NewCounter(`lockproxy_script_catalog_total{result="hit"}`)
 	m.miss = set.NewCounter(`lockproxy_script_catalog_total{result="miss"}`)
+	m.undoSent = set.NewCounter(`lockproxy_undo_total{result="sent"}`)
+	m.undoLost = set.NewCounter(`lockproxy_undo_total{result="lost"}`)
+	m.available = set.NewGauge("lockproxy_quorum_available", nil)
+	for o := range numOps {
+		for _, oc := range validOutcomes[o] {
+			m.requests[o][oc] = set.NewCounter(`lockproxy_requests_total{op="` + opNames[o] + `",outcome="` + outcomeNames[oc] + `"}`)
+		}
+		if o != opOther {
+			m.decision[o] = newHistogram(`op="`+opNames[o]+`"`, decisionBuckets)
+		}
+	}
+	set.RegisterMetricsWriter(m.writeDecision)
+	for i, addr := range masters {
+		ms := newMasterStats(set, i, addr)
+		m.masters = append(m.masters, ms)
+		m.byAddr[addr] = ms
+	}
 	return m
 }
 
-// Set is the metrics set, for /metrics.
+// Set is the metrics set, for callers that add their own series.
 func (m *Metrics) Set() *metrics.Set { return m.set }
 
-func (m *Metrics) request(cmd, outcome string) {
-	name := `lockproxy_requests_total{command="` + cmd + `",outcome="` + outcome + `"}`
-	m.mu.Lock()
-	c := m.counters[name]
-	if c == nil {
-		c = m.set.GetOrCreateCounter(name)
-		m.counters[name] = c
+// request counts a command that ended without a quorum request (rejected
+// while parsing), by command name and outcome name. Lock-free: the names
+// are matched by switch, not looked up in a map.
+func (m *Metrics) request(cmd, result string) {
+	o := opOther
+	switch cmd {
+	case "set", "setnx":
+		o = opAcquire
 	}
-	m.mu.Unlock()
+	oc := outError
+	for i, n := range outcomeNames {
+		if n == result {
+			oc = outcome(i)
+		}
+	}
+	m.count(o, oc)
+}
+
+func (m *Metrics) count(o op, oc outcome) {
+	c := m.requests[o][oc]
+	if c == nil {
+		c = m.requests[o][outError]
+	}
 	c.Inc()
 }
 
-func (m *Metrics) scriptHit()  { m.hits.Inc() }
-func (m *Metrics) scriptMiss() { m.miss.Inc() }
+func (m *Metrics) scriptHit()   { m.hits.Inc() }
+func (m *Metrics) scriptMiss()  { m.miss.Inc() }
+func (m *Metrics) authFailure() { m.authFailures.Inc() }
 
-// outcome counts a decided request by kind and result, and its decision
-// latency.
+// outcome counts a decided request by op and outcome, and its latency from
+// parse to reply. It runs once per request on the connection's goroutine.
 func (m *Metrics) outcome(r *quorum.Request) {
-	var res string
+	o := opOf(r.Kind)
+	var oc outcome
 	switch {
 	case r.Err != nil:
-		res = "noquorum"
-	case r.Reply.Type == batching.Error:
-		res = "error"
-	case r.Kind == quorum.Acquire:
-		if r.Validity > 0 {
-			res = "acquired"
-		} else {
-			res = "contended"
+		oc = outError
+		if _, ok := r.Err.(*quorum.NoQuorumError); ok {
+			oc = outNoQuorum
 		}
+	case r.Reply.Type == batching.Error:
+		oc = outError
+	case o == opAcquire && r.Validity > 0:
+		oc = outAcquired
+	case o == opAcquire:
+		oc = outContended
+	case o == opExtend && r.TTL > 0 && r.Validity <= 0:
+		oc = outNotHeld
+	case o == opExtend:
+		oc = outExtended
 	default:
-		res = "ok"
+		oc = outOK
 	}
-	m.request(r.Kind.String(), res)
-	m.decision.Update(time.Duration(batching.Now() - r.T0).Seconds())
+	m.count(o, oc)
+	if h := m.decision[o]; h != nil && r.T0 > 0 {
+		h.observe(batching.Now() - r.T0)
+	}
 }
 
-// snapshot returns the request counters for INFO stats, as
-// requests_<command>_<outcome>.
-func (m *Metrics) snapshot() map[string]uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := map[string]uint64{}
-	for name, c := range m.counters {
-		// lockproxy_requests_total{command="x",outcome="y"}
-		parts := strings.Split(name, `"`)
-		if len(parts) >= 4 {
-			out["requests_"+parts[1]+"_"+parts[3]] = c.Get()
+// counts returns the request counters for INFO stats, as
+// requests_<op>_<outcome>, in a stable order.
+func (m *Metrics) counts(f func(name string, v uint64)) {
+	for o := range numOps {
+		for _, oc := range validOutcomes[o] {
+			f("requests_"+opNames[o]+"_"+outcomeNames[oc], m.requests[o][oc].Get())
 		}
 	}
-	return out
+}
+
+func (m *Metrics) writeDecision(w io.Writer) {
+	const name = "lockproxy_quorum_decision_seconds"
+	metrics.WriteMetadataIfNeeded(w, name, "histogram")
+	var b []byte
+	for _, h := range m.decision {
+		if h != nil {
+			b = h.append(b, name)
+		}
+	}
+	w.Write(b)
+}
+
+// WritePrometheus samples what is read at scrape time (master states, queue
+// depths, connection totals) and writes every metric in Prometheus text
+// format.
+func (s *Server) WritePrometheus(w io.Writer) {
+	m := s.cfg.Metrics
+	e := s.cfg.Engine
+	m.accepted.Set(uint64(s.accepted.Load()))
+	m.rejected.Set(uint64(s.rejected.Load()))
+	sent, lost := e.UndoStats()
+	m.undoSent.Set(uint64(sent))
+	m.undoLost.Set(uint64(lost))
+	counting := 0
+	for i, st := range e.Masters() {
+		state := masterState(st)
+		if state == stateUp {
+			counting++
+		}
+		if i >= len(m.masters) {
+			continue
+		}
+		ms := m.masters[i]
+		for j, g := range ms.state {
+			g.Set(b2f(j == int(state)))
+		}
+		ms.up.Set(b2f(st.Up))
+		ms.queue.Set(float64(st.Queued + st.Inflight))
+		until := 0.0
+		if !st.QuarantinedUntil.IsZero() {
+			until = float64(st.QuarantinedUntil.UnixMilli()) / 1e3
+		}
+		ms.quarantinedUntil.Set(until)
+	}
+	m.available.Set(b2f(counting >= e.Q()))
+	m.set.WritePrometheus(w)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// histogram is a Prometheus histogram (cumulative "le" buckets, _sum,
+// _count) that observes without a lock: one atomic add on the bucket and
+// one on the sum. VictoriaMetrics' PrometheusHistogram takes a mutex per
+// observation, which the per-request path avoids. A scrape may see a sum
+// that is one observation ahead of the buckets; _count is the sum of the
+// buckets, so the buckets and _count always agree.
+type histogram struct {
+	labels string    // `op="acquire"`, without braces
+	bounds []int64   // upper bounds in ns
+	les    []string  // the bounds as label values, in seconds
+	counts []counter // len(bounds)+1; the last counts values above every bound
+	sumNs  atomic.Int64
+}
+
+// counter is padded to its own cache line, so that two cores counting in
+// neighbouring buckets do not contend.
+type counter struct {
+	n atomic.Uint64
+	_ [56]byte
+}
+
+func newHistogram(labels string, bounds []float64) *histogram {
+	h := &histogram{labels: labels, counts: make([]counter, len(bounds)+1)}
+	for _, b := range bounds {
+		h.bounds = append(h.bounds, int64(b*1e9))
+		h.les = append(h.les, strconv.FormatFloat(b, 'g', -1, 64))
+	}
+	return h
+}
+
+func (h *histogram) observe(ns int64) {
+	if ns < 0 {
+		ns = 0
+	}
+	i := 0
+	for i < len(h.bounds) && ns > h.bounds[i] {
+		i++
+	}
+	h.counts[i].n.Add(1)
+	h.sumNs.Add(ns)
+}
+
+// snapshot returns the cumulative bucket counts (the last is +Inf, the
+// total) and the sum in seconds.
+func (h *histogram) snapshot() ([]uint64, float64) {
+	cum := make([]uint64, len(h.counts))
+	var total uint64
+	for i := range h.counts {
+		total += h.counts[i].n.Load()
+		cum[i] = total
+	}
+	return cum, float64(h.sumNs.Load()) / 1e9
+}
+
+// append writes h in Prometheus text format under the family name.
+func (h *histogram) append(b []byte, name string) []byte {
+	cum, sum := h.snapshot()
+	sep := ""
+	if h.labels != "" {
+		sep = ","
+	}
+	for i, c := range cum {
+		le := "+Inf"
+		if i < len(h.les) {
+			le = h.les[i]
+		}
+		b = append(b, name+"_bucket{"+h.labels+sep+`le="`+le+`"} `...)
+		b = strconv.AppendUint(b, c, 10)
+		b = append(b, '\n')
+	}
+	b = append(b, name+"_sum{"+h.labels+"} "...)
+	b = strconv.AppendFloat(b, sum, 'g', -1, 64)
+	b = append(b, '\n')
+	b = append(b, name+"_count{"+h.labels+"} "...)
+	b = strconv.AppendUint(b, cum[len(cum)-1], 10)
+	return append(b, '\n')
+}
+
+// quantile estimates the q-quantile (0..1) in seconds from the buckets, by
+// linear interpolation as Prometheus' histogram_quantile does; 0 without
+// observations. For INFO.
+func (h *histogram) quantile(q float64) float64 {
+	cum, _ := h.snapshot()
+	total := cum[len(cum)-1]
+	if total == 0 {
+		return 0
+	}
+	rank := q * float64(total)
+	for i, c := range cum {
+		if float64(c) < rank {
+			continue
+		}
+		if i == len(h.bounds) {
+			return float64(h.bounds[len(h.bounds)-1]) / 1e9 // above the last bound
+		}
+		lo, prev := 0.0, 0.0
+		if i > 0 {
+			lo, prev = float64(h.bounds[i-1])/1e9, float64(cum[i-1])
+		}
+		hi := float64(h.bounds[i]) / 1e9
+		if float64(c) == prev {
+			return hi
+		}
+		return lo + (hi-lo)*(rank-prev)/(float64(c)-prev)
+	}
+	return 0
 }

@@ -38,10 +38,11 @@ type Config struct {
 	// WriteTimeout bounds writing replies to a client: a client that does
 	// not read is disconnected rather than holding the proxy. Default 10s.
 	WriteTimeout time.Duration
-	// ConfigFile and Version are shown by INFO.
+	// ConfigFile, Version and Commit are shown by INFO.
 	ConfigFile string
 	Version    string
-	// Metrics receives counters; nil: none.
+	Commit     string
+	// Metrics receives counters (NewMetrics); nil: counted, not exposed.
 	Metrics *Metrics
 	Logger  *slog.Logger
 }
@@ -56,8 +57,8 @@ type Server struct {
 	nextID  atomic.Int64
 	active  sync.WaitGroup // handlers running a pipeline
 
-	mu       sync.Mutex // protects srv, closing
-	srv      *redcon.Server
+	mu       sync.Mutex       // protects srvs, closing
+	srvs     []*redcon.Server // one per listener (plain, TLS)
 	closing  bool
 	accepted atomic.Int64
 	rejected atomic.Int64
@@ -84,13 +85,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics(nil)
+		cfg.Metrics = NewMetrics(nil, nil)
 	}
 	return &Server{cfg: cfg, scripts: newScriptTable(cfg.Catalog), start: time.Now()}, nil
 }
 
 // Serve accepts clients on ln until Shutdown. It returns nil after
-// Shutdown.
+// Shutdown. It may run on several listeners at once (plain and TLS: pass
+// a tls.NewListener).
 func (s *Server) Serve(ln net.Listener) error {
 	srv := redcon.NewServerNetwork("tcp", ln.Addr().String(), s.handle, s.accept, s.closed)
 	srv.AcceptError = func(err error) {
@@ -103,7 +105,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return nil
 	}
-	s.srv = srv
+	s.srvs = append(s.srvs, srv)
 	s.mu.Unlock()
 	return srv.Serve(&deadlineListener{Listener: ln, timeout: s.cfg.WriteTimeout})
 }
@@ -114,9 +116,9 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
-	srv := s.srv
+	srvs := s.srvs
 	s.mu.Unlock()
-	if srv != nil {
+	for _, srv := range srvs {
 		srv.Close()
 	}
 	done := make(chan struct{})

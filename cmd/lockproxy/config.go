@@ -2,20 +2,25 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/pelletier/go-toml/v2"
 )
 
 // fileConfig is config.toml as written; every key is documented there.
 type fileConfig struct {
 	Listen        string               `toml:"listen"`
+	TLSListen     string               `toml:"tls_listen"`
+	TLSCertFile   string               `toml:"tls_cert_file"`
+	TLSKeyFile    string               `toml:"tls_key_file"`
+	TLSCAFile     string               `toml:"tls_ca_file"`
 	MetricsListen *string              `toml:"metrics_listen"`
 	RequirePass   string               `toml:"requirepass"`
 	DefaultTTL    duration             `toml:"default_ttl"`
@@ -24,6 +29,8 @@ type fileConfig struct {
 	LogFormat     string               `toml:"log_format"`
 	Quorum        quorumConfig         `toml:"quorum"`
 	Scripts       []proxy.ScriptConfig `toml:"scripts"`
+
+	src *source // where each value came from, for error messages
 }
 
 type quorumConfig struct {
@@ -34,6 +41,19 @@ type quorumConfig struct {
 	Quarantine       *bool    `toml:"quarantine"`
 	Bootstrap        bool     `toml:"bootstrap"`
 	QueueLimit       int      `toml:"queue_limit"`
+	MasterUsername   string   `toml:"master_username"`
+	MasterPassword   string   `toml:"master_password"`
+	// MasterTLS, when present (even empty), connects to the masters with TLS.
+	MasterTLS     *masterTLSConfig `toml:"master_tls"`
+	ProbeInterval duration         `toml:"probe_interval"`
+}
+
+type masterTLSConfig struct {
+	CAFile             string `toml:"ca_file"`
+	CertFile           string `toml:"cert_file"`
+	KeyFile            string `toml:"key_file"`
+	ServerName         string `toml:"server_name"`
+	InsecureSkipVerify bool   `toml:"insecure_skip_verify"`
 }
 
 // duration decodes "50ms"-style strings.
@@ -46,7 +66,7 @@ func (d *duration) UnmarshalText(b []byte) error {
 	}
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf("%q is not a duration (examples: \"50ms\", \"1.5s\", \"60s\")", b)
+		return &durationError{text: string(b)}
 	}
 	if v < 0 {
 		return fmt.Errorf("%q is negative", b)
@@ -64,55 +84,77 @@ func defaults() fileConfig {
 		LogLevel:      "info",
 		LogFormat:     "text",
 		Quorum: quorumConfig{
-			Masters:     []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"},
-			NodeTimeout: duration{50 * time.Millisecond},
-			MaxTTL:      duration{60 * time.Second},
+			Masters:       []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"},
+			NodeTimeout:   duration{50 * time.Millisecond},
+			MaxTTL:        duration{60 * time.Second},
+			ProbeInterval: duration{time.Second},
 		},
 	}
 }
 
-// loadConfig decodes path strictly. Errors name the file, the line and the
-// key, so that a person can fix them.
-func loadConfig(path string) (fileConfig, error) {
+// Environment variables that override secrets, so that they need not sit
+// in the file.
+const (
+	envRequirePass    = "LOCKPROXY_REQUIREPASS"
+	envMasterPassword = "LOCKPROXY_MASTER_PASSWORD"
+)
+
+// loadConfig decodes path strictly ("" means the defaults), applies the
+// flags given on the command line (config key → flag name and value) and
+// the environment overrides, and checks the result. Errors name the file,
+// the line and the key, or the flag, so that a person can fix them.
+func loadConfig(path string, flags []flagOverride) (fileConfig, error) {
 	cfg := defaults()
-	if path == "" {
-		return cfg, nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return cfg, fmt.Errorf("reading config: %w", err)
-	}
-	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
-		var de *toml.DecodeError
-		var sm *toml.StrictMissingError
-		switch {
-		case errors.As(err, &sm):
-			var msgs []string
-			for _, e := range sm.Errors {
-				row, _ := e.Position()
-				msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q (see config.toml in the repository for the keys lockproxy reads)", path, row, strings.Join(e.Key(), ".")))
-			}
-			return cfg, errors.New(strings.Join(msgs, "\n"))
-		case errors.As(err, &de):
-			row, col := de.Position()
-			key := strings.Join(de.Key(), ".")
-			if key != "" {
-				key = " (key " + key + ")"
-			}
-			return cfg, fmt.Errorf("%s:%d:%d%s: %s", path, row, col, key, de.Error())
+	cfg.src = &source{path: path, flags: map[string]string{}}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("reading config: %w", err)
 		}
-		return cfg, fmt.Errorf("%s: %w", path, err)
+		cfg.src.data = data
+		cfg.src.keys = scanKeys(data)
+		dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return cfg, cfg.src.decodeError(err)
+		}
 	}
-	if err := cfg.check(path, data); err != nil {
+	for _, f := range flags {
+		cfg.src.flags[f.key] = f.flag
+		switch f.key {
+		case "listen":
+			cfg.Listen = f.value
+		case "quorum.masters":
+			cfg.Quorum.Masters = strings.Split(f.value, ",")
+		case "metrics_listen":
+			v := f.value
+			if v == "off" {
+				v = ""
+			}
+			cfg.MetricsListen = &v
+		case "log_level":
+			cfg.LogLevel = f.value
+		case "log_format":
+			cfg.LogFormat = f.value
+		}
+	}
+	if p := os.Getenv(envRequirePass); p != "" {
+		cfg.RequirePass = p
+	}
+	if p := os.Getenv(envMasterPassword); p != "" {
+		cfg.Quorum.MasterPassword = p
+	}
+	if err := cfg.check(); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
 }
 
-// check validates values the decoder cannot, naming the line of the key.
-func (c *fileConfig) check(path string, data []byte) error {
-	at := func(key string) string { return fmt.Sprintf("%s:%d", path, lineOf(data, key)) }
+// flagOverride is a command-line flag that replaces a config key.
+type flagOverride struct{ key, flag, value string }
+
+// check validates values the decoder cannot, naming where each came from.
+func (c *fileConfig) check() error {
+	at := c.src.at
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -126,31 +168,108 @@ func (c *fileConfig) check(path string, data []byte) error {
 	if c.MaxClients < 1 {
 		return fmt.Errorf("%s: max_clients %d must be at least 1", at("max_clients"), c.MaxClients)
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("%s: listen %q is not host:port: %v", at("listen"), c.Listen, err)
-	}
-	if c.MetricsListen != nil && *c.MetricsListen != "" {
-		if _, _, err := net.SplitHostPort(*c.MetricsListen); err != nil {
-			return fmt.Errorf("%s: metrics_listen %q is not host:port: %v", at("metrics_listen"), *c.MetricsListen, err)
+	switch {
+	case c.Listen == "" && c.TLSListen == "":
+		return fmt.Errorf("%s: listen is empty and tls_listen is not set: clients could not connect at all", at("listen"))
+	case c.Listen != "":
+		if err := checkAddr(c.Listen); err != nil {
+			return fmt.Errorf("%s: listen %q %v", at("listen"), c.Listen, err)
 		}
 	}
-	if n := len(c.Quorum.Masters); n < 1 || n > 9 {
-		return fmt.Errorf("%s: quorum.masters has %d masters; lockproxy needs 1 to 9", at("masters"), n)
+	if c.TLSListen != "" {
+		if err := checkAddr(c.TLSListen); err != nil {
+			return fmt.Errorf("%s: tls_listen %q %v", at("tls_listen"), c.TLSListen, err)
+		}
+		if c.TLSCertFile == "" || c.TLSKeyFile == "" {
+			return fmt.Errorf("%s: tls_listen needs tls_cert_file and tls_key_file (PEM certificate and key)", at("tls_listen"))
+		}
+	} else {
+		for _, k := range []struct{ key, v string }{{"tls_cert_file", c.TLSCertFile}, {"tls_key_file", c.TLSKeyFile}, {"tls_ca_file", c.TLSCAFile}} {
+			if k.v != "" {
+				return fmt.Errorf("%s: %s is set but tls_listen is not: set tls_listen (e.g. \"127.0.0.1:7380\") to serve TLS", at(k.key), k.key)
+			}
+		}
 	}
-	if c.Quorum.QueueLimit < 0 {
-		return fmt.Errorf("%s: quorum.queue_limit %d is negative", at("queue_limit"), c.Quorum.QueueLimit)
+	if c.MetricsListen != nil && *c.MetricsListen != "" {
+		if err := checkAddr(*c.MetricsListen); err != nil {
+			return fmt.Errorf("%s: metrics_listen %q %v", at("metrics_listen"), *c.MetricsListen, err)
+		}
+	}
+	q := &c.Quorum
+	if n := len(q.Masters); n < 1 || n > quorum.MaxMasters {
+		return fmt.Errorf("%s: quorum.masters has %d masters; lockproxy needs 1 to %d", at("quorum.masters"), n, quorum.MaxMasters)
+	}
+	seen := map[string]bool{}
+	for _, m := range q.Masters {
+		if err := checkAddr(m); err != nil {
+			return fmt.Errorf("%s: quorum.masters: %q %v", at("quorum.masters"), m, err)
+		}
+		if seen[m] {
+			return fmt.Errorf("%s: quorum.masters lists %q twice; each master votes once, so a duplicate would count one master's vote twice", at("quorum.masters"), m)
+		}
+		seen[m] = true
+	}
+	if q.MaxTTL.Duration == 0 {
+		return fmt.Errorf("%s: quorum.max_ttl must be positive", at("quorum.max_ttl"))
+	}
+	nodeTimeout := q.NodeTimeout.Duration
+	if nodeTimeout == 0 {
+		nodeTimeout = 50 * time.Millisecond
+	}
+	if nodeTimeout >= q.MaxTTL.Duration {
+		return fmt.Errorf("%s: quorum.node_timeout (%v) must be smaller than quorum.max_ttl (%v, at %s): a master op must end well within a lock's life",
+			at("quorum.node_timeout"), nodeTimeout, q.MaxTTL.Duration, at("quorum.max_ttl"))
+	}
+	if c.DefaultTTL.Duration > q.MaxTTL.Duration {
+		return fmt.Errorf("%s: default_ttl (%v) exceeds quorum.max_ttl (%v)", at("default_ttl"), c.DefaultTTL.Duration, q.MaxTTL.Duration)
+	}
+	if f := q.ClockDriftFactor; f != nil && (*f < 0 || *f >= 0.5) {
+		return fmt.Errorf("%s: quorum.clock_drift_factor %v is outside [0, 0.5); the usual value is 0.01", at("quorum.clock_drift_factor"), *f)
+	}
+	if q.QueueLimit < 0 {
+		return fmt.Errorf("%s: quorum.queue_limit %d is negative", at("quorum.queue_limit"), q.QueueLimit)
+	}
+	if q.MasterUsername != "" && q.MasterPassword == "" {
+		return fmt.Errorf("%s: quorum.master_username is set without a password: set quorum.master_password or %s", at("quorum.master_username"), envMasterPassword)
 	}
 	return nil
 }
 
-// lineOf finds the first line that assigns key, for error messages; 0 when
-// the key is not in the file (a default or a flag).
-func lineOf(data []byte, key string) int {
-	for i, line := range strings.Split(string(data), "\n") {
-		t := strings.TrimSpace(line)
-		if strings.HasPrefix(t, key) && strings.HasPrefix(strings.TrimSpace(t[len(key):]), "=") {
-			return i + 1
+// checkAddr accepts host:port with a numeric port (0 picks a free one).
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("is not host:port (%v)", err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("has no valid port number (0-65535)")
+	}
+	return nil
+}
+
+// warnings are settings that work but that an operator should hear about.
+func (c *fileConfig) warnings() []string {
+	var w []string
+	if c.RequirePass == "" {
+		for _, a := range []string{c.Listen, c.TLSListen} {
+			if host, _, err := net.SplitHostPort(a); err == nil && !isLoopback(host) {
+				w = append(w, fmt.Sprintf("%s: clients on other hosts can reach %s without a password; set requirepass (or %s)", c.src.at("requirepass"), a, envRequirePass))
+			}
 		}
 	}
-	return 0
+	if n := len(c.Quorum.Masters); n > 1 && n%2 == 0 {
+		w = append(w, fmt.Sprintf("%s: %d masters need a quorum of %d and tolerate as few failures as %d would; use an odd number", c.src.at("quorum.masters"), n, quorum.Size(n), n-1))
+	}
+	if t := c.Quorum.MasterTLS; t != nil && t.InsecureSkipVerify {
+		w = append(w, fmt.Sprintf("%s: quorum.master_tls.insecure_skip_verify accepts any certificate: the masters are not authenticated", c.src.at("quorum.master_tls.insecure_skip_verify")))
+	}
+	return w
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -2,21 +2,27 @@
 // commands into Redlock quorum decisions over N Redis masters.
 //
 //	lockproxy -config config.toml [-listen addr] [-masters a,b,c] [-metrics addr]
+//	          [-log-level debug|info|warn|error] [-log-format text|json] [-version]
 //
 // Wiring only: decode the config, build the engine and the front end,
-// serve, and shut down on SIGTERM/SIGINT.
+// serve, and shut down on SIGTERM/SIGINT. Exit status: 0 after a clean
+// shutdown, 1 when serving failed, 2 for a usage or configuration problem
+// (including a listen address that cannot be bound).
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -27,58 +33,140 @@ import (
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
-// version is set with -ldflags "-X main.version=…"; the commit comes from
-// the build info.
-var version = "0.1.0-dev"
+// version and commit are set at build time (make build):
+//
+//	-ldflags "-X main.version=1.2.3 -X main.commit=abc1234"
+//
+// Without -X, the commit comes from the Go build info when the build
+// recorded it (not with -buildvcs=false).
+var (
+	version = "0.1.0-dev"
+	commit  = ""
+)
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(argv []string) int {
+// run is the whole program with its signals as ctx (cancelled: shut down)
+// and its output as writers, so that tests run it in-process.
+func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lockproxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "config file (TOML); see config.toml")
-	listen := fs.String("listen", "", "RESP listen address, overrides listen")
-	masters := fs.String("masters", "", "comma-separated master host:port list, overrides quorum.masters")
-	metricsAddr := fs.String("metrics", "", `metrics HTTP address, overrides metrics_listen ("off" disables)`)
-	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.String("listen", "", "RESP listen address, overrides listen")
+	fs.String("masters", "", "comma-separated master host:port list, overrides quorum.masters")
+	fs.String("metrics", "", `metrics HTTP address, overrides metrics_listen ("off" disables)`)
+	fs.String("log-level", "", "debug, info, warn or error; overrides log_level")
+	fs.String("log-format", "", "text or json; overrides log_format")
+	showVersion := fs.Bool("version", false, "print the version and commit, and exit")
 	if err := fs.Parse(argv); err != nil {
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "lockproxy: unexpected argument %q (flags only; see -h)\n", fs.Arg(0))
+		return 2
+	}
 	if *showVersion {
-		fmt.Println("lockproxy", version, commit())
+		fmt.Fprintf(stdout, "lockproxy %s commit %s %s\n", version, commitID(), runtimeVersion())
 		return 0
 	}
-	cfg, err := loadConfig(*configPath)
+	var overrides []flagOverride
+	keyOf := map[string]string{"listen": "listen", "masters": "quorum.masters", "metrics": "metrics_listen", "log-level": "log_level", "log-format": "log_format"}
+	fs.Visit(func(f *flag.Flag) {
+		if key, ok := keyOf[f.Name]; ok {
+			overrides = append(overrides, flagOverride{key: key, flag: f.Name, value: f.Value.String()})
+		}
+	})
+	cfg, err := loadConfig(*configPath, overrides)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockproxy: config:", err)
+		fmt.Fprintln(stderr, "lockproxy: config:", strings.ReplaceAll(err.Error(), "\n", "\nlockproxy: config: "))
 		return 2
 	}
-	if *listen != "" {
-		cfg.Listen = *listen
+	logger := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	for _, w := range cfg.warnings() {
+		logger.Warn("config: " + w)
 	}
-	if *masters != "" {
-		cfg.Quorum.Masters = strings.Split(*masters, ",")
-	}
-	if *metricsAddr != "" {
-		m := *metricsAddr
-		if m == "off" {
-			m = ""
+	configFile := *configPath
+	if configFile != "" {
+		if abs, err := filepath.Abs(configFile); err == nil {
+			configFile = abs
 		}
-		cfg.MetricsListen = &m
 	}
-	if p := os.Getenv("LOCKPROXY_REQUIREPASS"); p != "" {
-		cfg.RequirePass = p
+	fail := func(format string, a ...any) int {
+		msg := fmt.Sprintf(format, a...)
+		if cfg.LogFormat == "json" {
+			logger.Error(msg)
+		} else {
+			fmt.Fprintln(stderr, "lockproxy:", msg)
+		}
+		return 2
 	}
-	logger := newLogger(cfg.LogLevel, cfg.LogFormat)
 
+	// TLS material first: a bad file fails the start before anything runs.
+	var masterDial proxy.DialFunc
+	if t := cfg.Quorum.MasterTLS; t != nil {
+		masterDial, err = proxy.MasterTLS{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
+			ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}.Dialer()
+		if err != nil {
+			return fail("config: %s: quorum.master_tls.%v", fileErrorAt(cfg.src, "quorum.master_tls.", err), err)
+		}
+	}
+	var clientTLS *tls.Config
+	if cfg.TLSListen != "" {
+		clientTLS, err = proxy.ServerTLS{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, CAFile: cfg.TLSCAFile}.Config()
+		if err != nil {
+			return fail("config: %s: tls_%v", fileErrorAt(cfg.src, "tls_", err), err)
+		}
+	}
 	catalog, err := proxy.NewCatalog(cfg.Scripts)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockproxy: config:", *configPath+":", err)
-		return 2
+		return fail("config: %s: %v", cfg.src.at("scripts"), err)
 	}
+
+	// Listeners before the engine: an unusable address fails the start at
+	// once, before any master is dialled.
+	var listeners []net.Listener
+	defer func() {
+		for _, ln := range listeners {
+			ln.Close()
+		}
+	}()
+	listen := func(key, addr string) (net.Listener, error) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s: %s %q cannot be used: %v", cfg.src.at(key), key, addr, err)
+		}
+		listeners = append(listeners, ln)
+		return ln, nil
+	}
+	var plainLn, tlsLn, metricsLn net.Listener
+	if cfg.Listen != "" {
+		if plainLn, err = listen("listen", cfg.Listen); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if cfg.TLSListen != "" {
+		if tlsLn, err = listen("tls_listen", cfg.TLSListen); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if cfg.MetricsListen != nil && *cfg.MetricsListen != "" {
+		if metricsLn, err = listen("metrics_listen", *cfg.MetricsListen); err != nil {
+			return fail("%v", err)
+		}
+	}
+
 	set := metrics.NewSet()
-	qm := newQuorumMetrics(set, cfg.Quorum.Masters)
+	metrics.ExposeMetadata(true) // # TYPE lines, so Prometheus knows the histograms
+	set.NewGauge(fmt.Sprintf(`lockproxy_build_info{version=%q,commit=%q}`, version, commitID()), func() float64 { return 1 })
+	pm := proxy.NewMetrics(set, cfg.Quorum.Masters)
+	var auth [][]byte
+	if cmd := proxy.AuthCommand(cfg.Quorum.MasterUsername, cfg.Quorum.MasterPassword); cmd != nil {
+		auth = append(auth, cmd)
+	}
 	var bodies []string
 	for _, sc := range catalog.Scripts() {
 		if sc.Body != "" {
@@ -91,9 +179,11 @@ func run(argv []string) int {
 		MaxTTL:        cfg.Quorum.MaxTTL.Duration,
 		QueueLimit:    cfg.Quorum.QueueLimit,
 		Scripts:       bodies,
+		Dial:          pm.Dial(masterDial),
+		Auth:          auth,
 		Logger:        logger,
-		OnBatch:       qm.batch,
-		OnMasterState: qm.state,
+		OnBatch:       pm.OnBatch,
+		OnMasterState: pm.OnMasterState,
 	}
 	if cfg.Quorum.ClockDriftFactor != nil {
 		qcfg.DriftFactor = *cfg.Quorum.ClockDriftFactor
@@ -103,11 +193,13 @@ func run(argv []string) int {
 	}
 	engine, err := quorum.New(qcfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockproxy: config:", err)
-		return 2
+		return fail("config: %v", err)
 	}
 	defer engine.Close()
-	qm.engine = engine
+	if iv := cfg.Quorum.ProbeInterval.Duration; iv > 0 {
+		stopProbes := pm.StartProbes(proxy.ProbeOptions{Interval: iv, Dial: masterDial, Auth: auth, Logger: logger})
+		defer stopProbes()
+	}
 
 	srv, err := proxy.New(proxy.Config{
 		Engine:      engine,
@@ -115,89 +207,100 @@ func run(argv []string) int {
 		RequirePass: cfg.RequirePass,
 		DefaultTTL:  cfg.DefaultTTL.Duration,
 		MaxClients:  cfg.MaxClients,
-		ConfigFile:  *configPath,
+		ConfigFile:  configFile,
 		Version:     version,
-		Metrics:     proxy.NewMetrics(set),
+		Commit:      commitID(),
+		Metrics:     pm,
 		Logger:      logger,
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockproxy: config:", err)
-		return 2
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "lockproxy: cannot listen on %s (listen in %s or -listen): %v\n", cfg.Listen, *configPath, err)
-		return 1
+		return fail("config: %v", err)
 	}
 	var metricsSrv *http.Server
-	if cfg.MetricsListen != nil && *cfg.MetricsListen != "" {
-		mln, err := net.Listen("tcp", *cfg.MetricsListen)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "lockproxy: cannot listen on %s for metrics (metrics_listen or -metrics; \"off\" disables): %v\n", *cfg.MetricsListen, err)
-			return 1
-		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-			qm.refresh()
-			set.WritePrometheus(w)
-			metrics.WriteProcessMetrics(w)
-		})
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go metricsSrv.Serve(mln)
+	if metricsLn != nil {
+		metricsSrv = serveMetrics(metricsLn, srv)
 	}
 	logger.Info("lockproxy started",
-		"version", version, "listen", ln.Addr().String(), "masters", strings.Join(cfg.Quorum.Masters, ","),
-		"n", engine.N(), "q", engine.Q(), "node_timeout", engine.Config().NodeTimeout, "max_ttl", engine.Config().MaxTTL,
-		"metrics", deref(cfg.MetricsListen), "config", *configPath)
+		"version", version, "commit", commitID(),
+		"listen", addrOf(plainLn), "tls_listen", addrOf(tlsLn), "metrics", addrOf(metricsLn),
+		"masters", strings.Join(cfg.Quorum.Masters, ","), "n", engine.N(), "q", engine.Q(),
+		"master_tls", masterDial != nil, "master_auth", auth != nil, "requirepass", cfg.RequirePass != "",
+		"node_timeout", engine.Config().NodeTimeout, "max_ttl", engine.Config().MaxTTL,
+		"config", configFile)
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	errc := make(chan error, 2)
+	serving := 0
+	for _, ln := range []net.Listener{plainLn, tlsLn} {
+		if ln == nil {
+			continue
+		}
+		if ln == tlsLn {
+			ln = tls.NewListener(ln, clientTLS)
+		}
+		serving++
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	code := 0
 	select {
-	case s := <-sig:
-		logger.Info("shutting down: no new clients; finishing in-flight operations and their undos", "signal", s.String())
+	case <-ctx.Done():
+		logger.Info("shutting down: no new clients; finishing in-flight operations and their undos")
 	case err := <-errc:
+		serving--
 		if err != nil {
 			logger.Error("serving failed", "err", err)
-			return 1
+			code = 1
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	code := 0
-	if err := srv.Shutdown(ctx); err != nil {
+	if err := srv.Shutdown(sctx); err != nil {
 		logger.Error("shutdown incomplete", "err", err)
 		code = 1
 	}
 	if metricsSrv != nil {
-		metricsSrv.Shutdown(ctx)
+		metricsSrv.Shutdown(sctx)
 	}
-	if err := <-errc; err != nil && !errors.Is(err, net.ErrClosed) {
-		logger.Warn("listener", "err", err)
+	for ; serving > 0; serving-- {
+		if err := <-errc; err != nil && !errors.Is(err, net.ErrClosed) {
+			logger.Warn("listener", "err", err)
+		}
 	}
 	logger.Info("lockproxy stopped")
 	return code
 }
 
-func deref(s *string) string {
-	if s == nil || *s == "" {
-		return "off"
+// fileErrorAt names the line of the option a proxy.FileError is about.
+func fileErrorAt(src *source, prefix string, err error) string {
+	var fe *proxy.FileError
+	if errors.As(err, &fe) {
+		return src.at(prefix + fe.Field)
 	}
-	return *s
+	return src.at(strings.TrimSuffix(prefix, "."))
 }
 
-func newLogger(level, format string) *slog.Logger {
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return "off"
+	}
+	return ln.Addr().String()
+}
+
+func newLogger(w io.Writer, level, format string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: l}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func commit() string {
+// commitID is the commit set at build time, else the one in the build
+// info, else "unknown".
+func commitID() string {
+	if commit != "" {
+		return commit
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			if s.Key == "vcs.revision" {
@@ -205,5 +308,12 @@ func commit() string {
 			}
 		}
 	}
-	return "(commit unknown)"
+	return "unknown"
+}
+
+func runtimeVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.GoVersion
+	}
+	return ""
 }

@@ -1,50 +1,24 @@
 package main
 
 import (
-	"fmt"
+	"net"
+	"net/http"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/proxy"
 )
 
-// quorumMetrics exposes the engine's per-master observations.
-type quorumMetrics struct {
-	engine  *quorum.Engine
-	batch_  []*metrics.Histogram
-	up      []*metrics.Gauge
-	queued  []*metrics.Gauge
-	changes []*metrics.Counter
-}
-
-func newQuorumMetrics(set *metrics.Set, masters []string) *quorumMetrics {
-	m := &quorumMetrics{}
-	for _, addr := range masters {
-		l := fmt.Sprintf(`{master=%q}`, addr)
-		m.batch_ = append(m.batch_, set.NewHistogram("lockproxy_master_batch_size"+l))
-		m.up = append(m.up, set.NewGauge("lockproxy_master_up"+l, nil))
-		m.queued = append(m.queued, set.NewGauge("lockproxy_master_queue_depth"+l, nil))
-		m.changes = append(m.changes, set.NewCounter("lockproxy_master_state_changes_total"+l))
-	}
-	return m
-}
-
-func (m *quorumMetrics) batch(i, ops int) { m.batch_[i].Update(float64(ops)) }
-
-func (m *quorumMetrics) state(i int, up bool, err error) {
-	v := 0.0
-	if up {
-		v = 1
-	}
-	m.up[i].Set(v)
-	m.changes[i].Inc()
-}
-
-// refresh samples queue depths before a scrape.
-func (m *quorumMetrics) refresh() {
-	if m.engine == nil {
-		return
-	}
-	for i, s := range m.engine.Masters() {
-		m.queued[i].Set(float64(s.Queued + s.Inflight))
-	}
+// serveMetrics serves /metrics on ln: lockproxy's metrics (sampled at
+// scrape) and the Go process's.
+func serveMetrics(ln net.Listener, srv *proxy.Server) *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		srv.WritePrometheus(w)
+		metrics.WriteProcessMetrics(w)
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go hs.Serve(ln)
+	return hs
 }
