@@ -221,13 +221,19 @@ func cmdAuth(s *Server, c *client, args [][]byte) {
 		c.errorf("ERR syntax error")
 		return
 	}
-	if s.cfg.RequirePass == "" {
-		c.errorf("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-		return
-	}
 	var user []byte
 	if len(args) == 3 {
 		user = args[1]
+	}
+	if s.cfg.RequirePass == "" {
+		if string(user) == "default" {
+			// As Redis: without a password the default user is "nopass"
+			// and accepts any.
+			c.status("OK")
+			return
+		}
+		c.errorf("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+		return
 	}
 	if !s.checkPass(user, args[len(args)-1]) {
 		c.errorf("%s invalid username-password pair or user is disabled.", errPrefixWrongPwd)
@@ -260,7 +266,8 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 				c.errorf("ERR Syntax error in HELLO option 'auth'")
 				return
 			}
-			if s.cfg.RequirePass == "" || !s.checkPass(args[i+1], args[i+2]) {
+			nopass := s.cfg.RequirePass == "" && string(args[i+1]) == "default" // as Redis
+			if !nopass && (s.cfg.RequirePass == "" || !s.checkPass(args[i+1], args[i+2])) {
 				c.errorf("%s invalid username-password pair or user is disabled.", errPrefixWrongPwd)
 				return
 			}

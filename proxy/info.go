@@ -189,8 +189,11 @@ func (s *Server) infoQuorum(b *strings.Builder) {
 				lastErr, errAt = le.text, le.at.UTC().Format(time.RFC3339)
 			}
 		}
-		if state == stateDown && m.Err != nil {
-			lastErr, errAt = m.Err.Error(), "" // why it is down now
+		if state == stateDown {
+			latency = "" // the last one measured says nothing now
+			if m.Err != nil {
+				lastErr, errAt = m.Err.Error(), "" // why it is down now
+			}
 		}
 		if !m.QuarantinedUntil.IsZero() {
 			until = m.QuarantinedUntil.UTC().Format(time.RFC3339Nano)
