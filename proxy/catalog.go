@@ -25,6 +25,7 @@ type Script struct {
 	TTLArg   int             // 1-based ARGV index of the TTL (validity accounting); 0 = none
 	TTLUnit  quorum.TTLUnit  // unit of that TTL: Millis, Seconds, UnixMillis, UnixSecs
 	TokenArg int             // 1-based ARGV index of the lock token: a failed acquisition is undone by deleting each KEY whose value equals it; 0 when Kind != Acquire
+	NoIsNoop bool            // Acquire: a reply that is neither yes nor an error proves the script wrote nothing, so that master needs no undo (which would delete a key already holding the token, as Redis would not)
 	NoReply  batching.Reply  // what the client gets when a quorum said yes but the validity ran out, or when no master gave a non-yes reply (e.g. :0, or nil for scripts that return nothing)
 }
 
@@ -136,7 +137,7 @@ var builtins = []builtin{
 	// it deletes ARGV[1] where this attempt wrote it (it had already reset
 	// that key's TTL) and the client is told ErrNotObtained, i.e. that it
 	// does not hold the lock; values of other tokens are never touched.
-	{"bsm-redislock-v0.9.4_obtain", Script{Name: "bsm-redislock v0.9 obtain", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 3, TTLUnit: quorum.Millis, TokenArg: 1, NoReply: batching.ReplyNil}},
+	{"bsm-redislock-v0.9.4_obtain", Script{Name: "bsm-redislock v0.9 obtain", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 3, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
 	// bsm/redislock Lock.Release and node-redlock v3 unlock (same text): DEL when ours → 1, else 0.
 	{"bsm-redislock_release", Script{Name: "bsm-redislock release (node-redlock v3 release)", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// bsm/redislock Lock.Refresh and node-redlock v3 extend (same text): PEXPIRE ARGV[2] ms when ours → 1, else 0.
@@ -151,16 +152,16 @@ var builtins = []builtin{
 	{"ioredis-lock_pexpireifequal", Script{Name: "ioredis-lock pexpireifequal", Kind: quorum.Extend, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
 
 	// node-redlock v3 lock: SET NX PX ARGV[2] ms → OK, else nil.
-	{"node-redlock-v3_acquire", Script{Name: "node-redlock v3 acquire", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoReply: batching.ReplyNil}},
+	{"node-redlock-v3_acquire", Script{Name: "node-redlock v3 acquire", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
 	// node-redlock v4 acquire: 0 when any KEY exists, else SET PX ARGV[2] ms on
 	// every KEY → #KEYS; the library wants all keys, so the yes is #KEYS.
-	{"node-redlock-v4_acquire", Script{Name: "node-redlock v4 acquire", Kind: quorum.Acquire, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoReply: replyZero}},
+	{"node-redlock-v4_acquire", Script{Name: "node-redlock v4 acquire", Kind: quorum.Acquire, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: replyZero}},
 	// node-redlock v4 extend: 0 unless every KEY holds ARGV[1], else SET PX ARGV[2] ms on each → #KEYS.
 	{"node-redlock-v4_extend", Script{Name: "node-redlock v4 extend", Kind: quorum.Extend, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
 	// node-redlock v4 release: DEL of each KEY holding ARGV[1] → how many; the library wants #KEYS.
 	{"node-redlock-v4_release", Script{Name: "node-redlock v4 release", Kind: quorum.Release, Yes: quorum.YesNumKeys, NoReply: replyZero}},
 	// node-redlock v5 (5.0.0-beta) acquire: v4's script re-indented → #KEYS or 0.
-	{"node-redlock-v5_acquire", Script{Name: "node-redlock v5 acquire", Kind: quorum.Acquire, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoReply: replyZero}},
+	{"node-redlock-v5_acquire", Script{Name: "node-redlock v5 acquire", Kind: quorum.Acquire, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: replyZero}},
 	// node-redlock v5 extend: v4's script re-indented → #KEYS or 0.
 	{"node-redlock-v5_extend", Script{Name: "node-redlock v5 extend", Kind: quorum.Extend, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
 	// node-redlock v5 release: v4's script re-indented → keys removed.
@@ -180,17 +181,17 @@ var builtins = []builtin{
 
 	// rueidislock (rueidis v1.0.79) acquire with SET NX PX ARGV[2] ms → OK,
 	// else nil (the GET only registers client-side tracking).
-	{"rueidislock_acqms", Script{Name: "rueidislock acqms", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoReply: batching.ReplyNil}},
+	{"rueidislock_acqms", Script{Name: "rueidislock acqms", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
 	// rueidislock acquire with SET NX PXAT ARGV[2] (absolute unix ms) → OK, else nil.
-	{"rueidislock_acqat", Script{Name: "rueidislock acqat", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.UnixMillis, TokenArg: 1, NoReply: batching.ReplyNil}},
+	{"rueidislock_acqat", Script{Name: "rueidislock acqat", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.UnixMillis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
 	// rueidislock ForceWithContext: SET PX ARGV[2] ms without NX, overwriting
 	// any holder → OK. Acquire: rueidislock draws a new random token per
 	// attempt (locker.try), so the undo deletes only what this attempt
 	// wrote; the previous holder's value there was already overwritten,
 	// which is what forcing means.
-	{"rueidislock_fcqms", Script{Name: "rueidislock fcqms", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoReply: batching.ReplyNil}},
+	{"rueidislock_fcqms", Script{Name: "rueidislock fcqms", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
 	// rueidislock ForceWithContext with SET PXAT ARGV[2] (absolute unix ms) → OK; Acquire as fcqms.
-	{"rueidislock_fcqat", Script{Name: "rueidislock fcqat", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.UnixMillis, TokenArg: 1, NoReply: batching.ReplyNil}},
+	{"rueidislock_fcqat", Script{Name: "rueidislock fcqat", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.UnixMillis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
 	// rueidislock release: DEL when ours → 1, else 0.
 	{"rueidislock_delkey", Script{Name: "rueidislock delkey", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// rueidislock extend: PEXPIREAT ARGV[2] (absolute unix ms) when ours → 1, else 0.
@@ -291,7 +292,7 @@ func (c *Catalog) add(s *Script, builtin bool) error {
 // sameVote reports whether two scripts are voted on identically.
 func sameVote(a, b *Script) bool {
 	return a.Kind == b.Kind && a.Yes == b.Yes && a.Combine == b.Combine &&
-		a.TTLArg == b.TTLArg && a.TTLUnit == b.TTLUnit && a.TokenArg == b.TokenArg &&
+		a.TTLArg == b.TTLArg && a.TTLUnit == b.TTLUnit && a.TokenArg == b.TokenArg && a.NoIsNoop == b.NoIsNoop &&
 		a.NoReply.Equal(b.NoReply)
 }
 

@@ -180,8 +180,14 @@ func TestBuiltinInvariants(t *testing.T) {
 			if s.TokenArg == 0 || s.TTLArg == 0 || s.TokenArg == s.TTLArg {
 				t.Errorf("%s: acquire needs distinct token and TTL args", s.Name)
 			}
+			// Every built-in acquire script answers "no" only before it
+			// writes anything (compat's TestCatalogRepliesMatchRedis
+			// shows the masters left as Redis leaves them).
+			if !s.NoIsNoop {
+				t.Errorf("%s: built-in acquire without NoIsNoop", s.Name)
+			}
 		case quorum.Extend:
-			if s.TTLArg == 0 || s.TokenArg != 0 {
+			if s.TTLArg == 0 || s.TokenArg != 0 || s.NoIsNoop {
 				t.Errorf("%s: extend needs a TTL arg and no token arg", s.Name)
 			}
 		case quorum.Release, quorum.Read:

@@ -288,7 +288,7 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 	argv := args[3+numKeys:]
 	r := &quorum.Request{
 		Kind: sc.Kind, Agg: quorum.AggVote, Rule: sc.Yes, Combine: sc.Combine,
-		NKeys: numKeys, NoReply: sc.NoReply, T0: t0,
+		NKeys: numKeys, NoReply: sc.NoReply, NoIsNoop: sc.NoIsNoop, T0: t0,
 	}
 	if sc.TTLArg > 0 && sc.Kind != quorum.Read {
 		if sc.TTLArg > len(argv) {

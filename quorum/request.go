@@ -50,6 +50,12 @@ type Request struct {
 	// acquisition of the key from this process holds validity, so queued
 	// behind one that succeeded it is answered "not acquired" at once.
 	Exclusive bool
+	// NoIsNoop marks acquisitions whose every reply that is neither a yes
+	// nor an error proves the master changed nothing (catalogued acquire
+	// scripts that return before writing): no undo is sent to masters that
+	// answered so. Without it, an undo would delete a key that already held
+	// the same token, which the refused script left alone, as Redis does.
+	NoIsNoop bool
 	// NilIsNoop marks commands whose nil reply proves the master changed
 	// nothing (SET NX): no undo is sent to masters that answered nil.
 	NilIsNoop bool
@@ -315,6 +321,8 @@ func (r *Request) undoOne(i int) {
 		return
 	case r.state[i] == replied && r.NilIsNoop && r.replies[i].Type == batching.Nil:
 		return // SET NX answered nil: it set nothing
+	case r.state[i] == replied && r.NoIsNoop && r.replies[i].Type != batching.Error && !r.Rule.IsYes(r.replies[i], r.NKeys):
+		return // the script refused before writing
 	}
 	if r.undoCmd == nil {
 		r.undoCmd = UndoCommand(r.UndoKeys, r.UndoToken)
