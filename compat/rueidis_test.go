@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,4 +143,22 @@ func testRueidisLock(t *testing.T, e *env, setpx bool) {
 	must(t, e.checkHeld(t, keys[0], token3))
 	cancel3()
 	must(t, e.checkKeys(t, prefix))
+}
+
+// TestRueidisCacheRefused: rueidis with client-side caching on (its
+// default) cannot connect, since lockproxy refuses CLIENT TRACKING; the
+// error says to set DisableCache.
+func TestRueidisCacheRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption: rueidis.ClientOption{InitAddress: []string{e.addr}, ForceSingleClient: true},
+	})
+	if err == nil {
+		l.Close()
+		t.Fatal("rueidislock with client-side caching connected to lockproxy; want an error")
+	}
+	if !strings.Contains(err.Error(), "DisableCache: true") || !strings.Contains(err.Error(), "CLIENT TRACKING is not supported") {
+		t.Fatalf("error does not say how to fix it: %v", err)
+	}
 }

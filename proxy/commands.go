@@ -355,9 +355,14 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 		c.local(func(b []byte) []byte { return appendVerbatim(b, info, resp3) })
 	case sub == "no-evict" || sub == "no-touch":
 		c.status("OK")
+	case sub == "tracking":
+		// Client-side caching would serve a lock's value from the
+		// client's cache, never asking the quorum; a client that asks
+		// for it fails to connect, so say how to turn it off.
+		c.errorf("ERR CLIENT TRACKING is not supported: lockproxy has no client-side caching, every read is a quorum read; turn caching off in the client (rueidis: ClientOption{DisableCache: true})")
 	default:
 		// What Redis 7.0 answers; clients that probe for newer
-		// subcommands (MAINT_NOTIFICATIONS, TRACKING) tolerate it.
+		// subcommands (MAINT_NOTIFICATIONS) tolerate it.
 		c.errorf("ERR unknown subcommand '%s'. Try CLIENT HELP.", clip(args[1]))
 	}
 }
