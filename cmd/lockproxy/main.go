@@ -82,6 +82,13 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	})
 	cfg, err := loadConfig(*configPath, overrides)
 	if err != nil {
+		if f := fs.Lookup("log-format"); f.Value.String() == "json" {
+			l := newLogger(stderr, "info", "json")
+			for _, line := range strings.Split(err.Error(), "\n") {
+				l.Error("config: " + line)
+			}
+			return 2
+		}
 		fmt.Fprintln(stderr, "lockproxy: config:", strings.ReplaceAll(err.Error(), "\n", "\nlockproxy: config: "))
 		return 2
 	}

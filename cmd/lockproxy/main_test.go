@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -116,6 +117,13 @@ func TestLogFlags(t *testing.T) {
 			}
 		}
 	}
+	bad := writeConfig(t, "lisen = \"x\"\n")
+	code, _, stderr := runOnce(t, "-config", bad, "-log-format", "json")
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(stderr)), &rec); code != 2 || err != nil || !strings.Contains(fmt.Sprint(rec["msg"]), bad+":1: unknown key") {
+		t.Fatalf("config error with -log-format json: exit %d, %q", code, stderr)
+	}
+
 	q := startRun(t, "-config", cfg, "-log-level", "warn", "-listen", "127.0.0.1:0")
 	time.Sleep(50 * time.Millisecond) // nothing to poll for: the line must not come
 	q.stop()
