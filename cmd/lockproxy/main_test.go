@@ -187,8 +187,8 @@ master_tls = { ca_file = "` + pki.CA + `", cert_file = "` + pki.ClientCert + `",
 	defer plain.Close()
 	waitFor(t, func() bool {
 		q, _ := plain.Info(ctx, "quorum").Result()
-		return strings.Contains(q, "masters_up:3") && strings.Count(q, "latency_ms=0.") == 3
-	}, "3 TLS masters up, with probe latencies, in INFO quorum")
+		return strings.Contains(q, "masters_up:3") && strings.Contains(q, "quorum_available:1") && strings.Count(q, "latency_ms=0.") == 3
+	}, "3 TLS masters up and counting, with probe latencies, in INFO quorum")
 
 	_, tlsPort, _ := strings.Cut(tlsListen, ":")
 	redisCLI := func(withCert bool, args ...string) (string, error) {
