@@ -42,6 +42,20 @@ type Config struct {
 	Auth [][]byte
 	// Logger receives master state changes; default text on stderr.
 	Logger *slog.Logger
+	// Quarantine turns the restart quarantine on (quarantine.go): a master
+	// that lost its data does not vote until MaxTTL has passed, detected by
+	// a marker key on every master. Default false for an Engine built in
+	// code; lockproxy's config.toml turns it on (quarantine = true) unless
+	// every master persists each write (appendfsync always).
+	Quarantine bool
+	// Bootstrap, with Quarantine: when at start every master answers and
+	// none carries a marker (a brand-new deployment), mark them all usable
+	// at once instead of quarantining them for MaxTTL. Default false.
+	Bootstrap bool
+	// QuarantineCheck is how often each master's marker is checked (also
+	// checked at once on every reconnection). Default 500ms. Lower: a
+	// FLUSHALL on a master is noticed sooner; each check is one EVALSHA.
+	QuarantineCheck time.Duration
 	// OnBatch and OnMasterState observe the pipelines, for metrics.
 	OnBatch       func(master int, ops int)
 	OnMasterState func(master int, up bool, err error)
@@ -74,6 +88,9 @@ func (c *Config) Validate() error {
 	if c.QueueLimit == 0 {
 		c.QueueLimit = 65536
 	}
+	if c.QuarantineCheck <= 0 {
+		c.QuarantineCheck = 500 * time.Millisecond
+	}
 	switch {
 	case c.NodeTimeout < 0:
 		return fmt.Errorf("quorum.node_timeout: %v is negative", c.NodeTimeout)
@@ -102,8 +119,9 @@ type Engine struct {
 	// not count (it lost its data and may have lost keys of valid locks);
 	// 0: none. Commands are still sent to it, so its state rebuilds.
 	quarantine []atomic.Int64
-	undos      atomic.Int64 // undo commands sent
-	lost  atomic.Int64 // undo commands that could not be queued
+	qmon       *quarantineMonitor // nil: quarantine off
+	undos      atomic.Int64       // undo commands sent
+	lost       atomic.Int64       // undo commands that could not be queued
 }
 
 // New starts an Engine; the masters are connected in the background and
@@ -122,6 +140,11 @@ func New(cfg Config) (*Engine, error) {
 	for _, s := range cfg.Scripts {
 		init = append(init, ScriptLoad(s))
 	}
+	onState := cfg.OnMasterState
+	if cfg.Quarantine {
+		e.qmon = newQuarantineMonitor(e)
+		onState = e.qmon.onState(onState)
+	}
 	for i, addr := range cfg.Masters {
 		e.pipes = append(e.pipes, batching.New(batching.Options{
 			Addr:       addr,
@@ -129,10 +152,13 @@ func New(cfg Config) (*Engine, error) {
 			QueueLimit: cfg.QueueLimit,
 			Dial:       cfg.Dial,
 			Init:       init,
-			OnState:    cfg.OnMasterState,
+			OnState:    onState,
 			OnBatch:    cfg.OnBatch,
 			Logger:     cfg.Logger,
 		}))
+	}
+	if e.qmon != nil {
+		e.qmon.start()
 	}
 	return e, nil
 }
@@ -343,6 +369,9 @@ func (e *Engine) Drain(ctx context.Context) error {
 
 // Close closes the master connections.
 func (e *Engine) Close() {
+	if e.qmon != nil {
+		e.qmon.stop()
+	}
 	for _, p := range e.pipes {
 		p.Close()
 	}
