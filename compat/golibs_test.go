@@ -104,7 +104,7 @@ func TestRedsync(t *testing.T) {
 
 	// ErrLockAlreadyExpired: redsync 4.18's delete script answers -1 on a
 	// missing key, and lockproxy passes the masters' -1 through.
-	short := rs.NewMutex(key, redsync.WithExpiry(500*time.Millisecond), redsync.WithTries(1), redsync.WithTimeoutFactor(0.2))
+	short := rs.NewMutex(key, redsync.WithExpiry(800*time.Millisecond), redsync.WithTries(1), redsync.WithTimeoutFactor(0.2))
 	if err := short.Lock(); err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
@@ -118,7 +118,7 @@ func TestRedsync(t *testing.T) {
 	}
 
 	// WithSetNXOnExtend: Extend of an expired lock takes it again.
-	renew := rs.NewMutex(key, redsync.WithExpiry(500*time.Millisecond), redsync.WithTries(1),
+	renew := rs.NewMutex(key, redsync.WithExpiry(800*time.Millisecond), redsync.WithTries(1),
 		redsync.WithTimeoutFactor(0.2), redsync.WithSetNXOnExtend())
 	if err := renew.Lock(); err != nil {
 		t.Fatalf("Lock: %v", err)

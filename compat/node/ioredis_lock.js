@@ -37,7 +37,7 @@ main(async () => {
   // Expiry and takeover: the old holder can neither extend nor release.
   await waiter.release();
   await check("gone", key);
-  const short = redislock.createLock(client, { timeout: 300, retries: 0, delay: 50 });
+  const short = redislock.createLock(client, { timeout: 600, retries: 0, delay: 50 });
   await short.acquire(key);
   await check("held", key, short._id);
   await check("gone", key);

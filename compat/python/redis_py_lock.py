@@ -128,9 +128,9 @@ def main():
     # over by another locker once it expired; the old holder then owns
     # nothing and its release is LockNotOwnedError.
     a.release()
-    short = c1.lock(name, timeout=0.3)
-    expect(short.acquire(blocking=False), "acquire with timeout 0.3s failed")
-    check("pttl", name, 1, 300)
+    short = c1.lock(name, timeout=0.6)
+    expect(short.acquire(blocking=False), "acquire with timeout 0.6s failed")
+    check("pttl", name, 1, 600)
     taker = c2.lock(name, timeout=5)
     expect(taker.acquire(blocking=True, blocking_timeout=3), "no one got the lock after it expired")
     tok_t = taker.local.token.decode()
