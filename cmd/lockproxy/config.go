@@ -30,6 +30,11 @@ type fileConfig struct {
 	Quorum        quorumConfig         `toml:"quorum"`
 	Scripts       []proxy.ScriptConfig `toml:"scripts"`
 
+	// Client input limits: proxy.Config MaxBulkLen, MaxArgs, MaxQueryBuffer.
+	ProtoMaxBulkLen        int `toml:"proto_max_bulk_len"`
+	ProtoMaxArgs           int `toml:"proto_max_args"`
+	ClientQueryBufferLimit int `toml:"client_query_buffer_limit"`
+
 	src *source // where each value came from, for error messages
 }
 
@@ -83,6 +88,10 @@ func defaults() fileConfig {
 		MaxClients:    10000,
 		LogLevel:      "info",
 		LogFormat:     "text",
+
+		ProtoMaxBulkLen:        1 << 20,
+		ProtoMaxArgs:           1 << 16,
+		ClientQueryBufferLimit: 8 << 20,
 		Quorum: quorumConfig{
 			Masters:       []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"},
 			NodeTimeout:   duration{50 * time.Millisecond},
@@ -167,6 +176,14 @@ func (c *fileConfig) check() error {
 	}
 	if c.MaxClients < 1 {
 		return fmt.Errorf("%s: max_clients %d must be at least 1", at("max_clients"), c.MaxClients)
+	}
+	switch {
+	case c.ProtoMaxBulkLen < 1:
+		return fmt.Errorf("%s: proto_max_bulk_len %d must be at least 1 (bytes)", at("proto_max_bulk_len"), c.ProtoMaxBulkLen)
+	case c.ProtoMaxArgs < 3:
+		return fmt.Errorf("%s: proto_max_args %d must be at least 3 (SET key value …)", at("proto_max_args"), c.ProtoMaxArgs)
+	case c.ClientQueryBufferLimit < c.ProtoMaxBulkLen+64:
+		return fmt.Errorf("%s: client_query_buffer_limit %d must exceed proto_max_bulk_len (%d) by at least 64: a command holds its largest argument", at("client_query_buffer_limit"), c.ClientQueryBufferLimit, c.ProtoMaxBulkLen)
 	}
 	switch {
 	case c.Listen == "" && c.TLSListen == "":

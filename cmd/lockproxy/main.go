@@ -191,6 +191,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		Logger:        logger,
 		OnBatch:       pm.OnBatch,
 		OnMasterState: pm.OnMasterState,
+
+		Quarantine: cfg.Quorum.Quarantine == nil || *cfg.Quorum.Quarantine,
+		Bootstrap:  cfg.Quorum.Bootstrap,
 	}
 	if cfg.Quorum.ClockDriftFactor != nil {
 		qcfg.DriftFactor = *cfg.Quorum.ClockDriftFactor
@@ -219,6 +222,10 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		Commit:      commitID(),
 		Metrics:     pm,
 		Logger:      logger,
+
+		MaxBulkLen:     cfg.ProtoMaxBulkLen,
+		MaxArgs:        cfg.ProtoMaxArgs,
+		MaxQueryBuffer: cfg.ClientQueryBufferLimit,
 	})
 	if err != nil {
 		return fail("config: %v", err)
