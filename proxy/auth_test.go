@@ -96,7 +96,7 @@ func withPass(p string) clusterOpt {
 
 func TestAuthRESP2(t *testing.T) {
 	var m *proxy.Metrics
-	c := startCluster(t, 1, withPass("s3cret"), withMetrics(&m))
+	c := startCluster(t, 1, withPass("s3cret"), withMetrics(&m), patient)
 
 	r := dialRaw(t, c.addr)
 	for _, cmd := range [][]string{{"PING"}, {"SET", "auth:k", "v", "NX", "PX", "10000"}, {"INFO"}, {"CLIENT", "SETNAME", "x"}} {
@@ -150,7 +150,7 @@ func TestAuthRESP2(t *testing.T) {
 }
 
 func TestAuthRESP3(t *testing.T) {
-	c := startCluster(t, 1, withPass("s3cret"))
+	c := startCluster(t, 1, withPass("s3cret"), patient)
 	r := dialRaw(t, c.addr)
 	if got := r.do("HELLO", "3"); !strings.HasPrefix(got, "-NOAUTH HELLO must be called with the client already authenticated") {
 		t.Errorf("HELLO 3 before AUTH = %q, want NOAUTH", got)
@@ -186,7 +186,7 @@ func TestAuthRESP3(t *testing.T) {
 // TestAuthClients: go-redis authenticates with AUTH (RESP2) and with
 // HELLO 3 AUTH (RESP3); a wrong password is an error, never a lock.
 func TestAuthClients(t *testing.T) {
-	c := startCluster(t, 3, withPass("s3cret"))
+	c := startCluster(t, 3, withPass("s3cret"), patient)
 	ctx := context.Background()
 	for _, proto := range []int{2, 3} {
 		good := c.client(func(o *redis.Options) { o.Protocol, o.Password = proto, "s3cret" })

@@ -17,6 +17,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// patient gives masters a node_timeout of 1s: these tests check what is
+// reported, not timing, and must not fail on a loaded test machine.
+func patient(pc *proxy.Config, qc *quorum.Config) { qc.NodeTimeout = time.Second }
+
 // withMetrics wires a Metrics into the cluster as cmd/lockproxy does: the
 // engine's hooks and dialer, and PING probes every 20ms.
 func withMetrics(m **proxy.Metrics) clusterOpt {
@@ -78,7 +82,7 @@ func info(t *testing.T, cl *redis.Client, section string) map[string]string {
 // that /metrics and INFO say exactly what happened.
 func TestMetricsAndInfoFollowASession(t *testing.T) {
 	var m *proxy.Metrics
-	c := startCluster(t, 3, withMetrics(&m))
+	c := startCluster(t, 3, withMetrics(&m), patient)
 	t.Cleanup(m.StartProbes(proxy.ProbeOptions{Interval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	ctx := context.Background()
 	cl := c.client()

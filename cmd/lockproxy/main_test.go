@@ -174,6 +174,7 @@ requirepass = "` + clientPass + `"
 [quorum]
 masters = ` + tomlList(tlsAddrs) + `
 master_username = "lockproxy"
+node_timeout = "1s"               # a loaded test machine must not turn into NOQUORUM
 bootstrap = true
 probe_interval = "50ms"
 master_tls = { ca_file = "` + pki.CA + `", cert_file = "` + pki.ClientCert + `", key_file = "` + pki.ClientKey + `" }
