@@ -116,7 +116,12 @@ func startProxy(masters []*redisproc.Server, pc proxy.Config, custom []proxy.Scr
 			bodies = append(bodies, s.Body)
 		}
 	}
-	qc := quorum.Config{NodeTimeout: 50 * time.Millisecond, MaxTTL: time.Minute, Scripts: bodies, Logger: logger}
+	// node_timeout 250ms, not the default 50ms: the suite runs under -race
+	// beside the other packages' tests, node, python and redis-benchmark
+	// on 2 cores, where a writer goroutine can wait past 50ms to be
+	// scheduled. The suite checks what libraries see, not latency; a
+	// master that misses it still counts as no vote.
+	qc := quorum.Config{NodeTimeout: 250 * time.Millisecond, MaxTTL: time.Minute, Scripts: bodies, Logger: logger}
 	for _, m := range masters {
 		qc.Masters = append(qc.Masters, m.Addr)
 	}
