@@ -39,6 +39,7 @@ type Op struct {
 	Cmd      []byte    // the RESP-encoded command; not modified
 	Deadline int64     // Now() after which it is not worth writing; 0: always written
 	C        Completer // told the outcome; nil: fire and forget
+	written  int64     // Now() when the writer wrote it, for OnReply
 }
 
 // Sentinel errors; a MasterError wraps them with the master's address.
@@ -88,6 +89,9 @@ type Options struct {
 	OnState func(index int, up bool, err error)
 	// OnBatch is told the size of each write, for metrics.
 	OnBatch func(index int, ops int)
+	// OnReply is told each reply's round trip, from the write of its
+	// batch to the read of its reply, for metrics. It must not block.
+	OnReply func(index int, rtt time.Duration)
 	Logger  *slog.Logger
 }
 
@@ -251,9 +255,12 @@ func (p *Pipeline) setState(up bool, err error) {
 		p.failQueued(&MasterError{p.opt.Addr, err})
 	}
 	if changed {
-		if up {
+		switch {
+		case up:
 			p.opt.Logger.Info("master connected", "master", p.opt.Addr)
-		} else {
+		case errors.Is(err, ErrClosed):
+			p.opt.Logger.Info("master connection closed (shutdown)", "master", p.opt.Addr)
+		default:
 			p.opt.Logger.Warn("master down: its votes count as no until it is back; lockproxy redials with back-off",
 				"master", p.opt.Addr, "err", err)
 		}
@@ -399,6 +406,7 @@ func (p *Pipeline) writeLoop(conn net.Conn, readErr <-chan error) (err error, re
 					continue
 				}
 				buf = append(buf, op.Cmd...)
+				op.written = now
 				batch[n] = op
 				n++
 			}
@@ -469,8 +477,12 @@ func (p *Pipeline) readLoop(conn net.Conn) error {
 				return errors.New("protocol out of sync: more replies than commands written")
 			}
 			reload := false
+			now := Now()
 			for i, op := range done {
 				r := replies[i]
+				if p.opt.OnReply != nil {
+					p.opt.OnReply(p.opt.Index, time.Duration(now-op.written))
+				}
 				if r.Type == Error && bytes.HasPrefix(r.Str, []byte("NOSCRIPT")) {
 					reload = true
 				}

@@ -59,6 +59,8 @@ type Config struct {
 	// OnBatch and OnMasterState observe the pipelines, for metrics.
 	OnBatch       func(master int, ops int)
 	OnMasterState func(master int, up bool, err error)
+	// OnReply is told each master reply's round trip (batching.Options).
+	OnReply func(master int, rtt time.Duration)
 }
 
 // Validate checks the configuration and fills in defaults.
@@ -154,6 +156,7 @@ func New(cfg Config) (*Engine, error) {
 			Init:       init,
 			OnState:    onState,
 			OnBatch:    cfg.OnBatch,
+			OnReply:    cfg.OnReply,
 			Logger:     cfg.Logger,
 		}))
 	}
@@ -290,8 +293,9 @@ func (e *Engine) decided(r *Request) { e.finish(r) }
 // stack.
 func (e *Engine) finish(r *Request) {
 	for {
-		r.done.Store(true)
 		decidedAt := batching.Now()
+		r.DecidedAt = decidedAt
+		r.done.Store(true)
 		holder := r // the request whose outcome is the key's current state
 		if r.Key == "" {
 			r.w.signal()
@@ -315,6 +319,7 @@ func (e *Engine) finish(r *Request) {
 				next.Reply = next.NoReply
 				next.decidedIn = true
 				next.mu.Unlock()
+				next.DecidedAt = batching.Now()
 				next.done.Store(true)
 				next.w.signal()
 				continue

@@ -67,6 +67,8 @@ type Request struct {
 	Reply    batching.Reply
 	Err      error         // *NoQuorumError or another error for the client
 	Validity time.Duration // Acquire/Extend: remaining validity at decision
+	// DecidedAt is batching.Now() when the outcome was published.
+	DecidedAt int64
 
 	e        *Engine
 	w        *Waiter
