@@ -58,6 +58,7 @@ type masterStats struct {
 	changes                     *metrics.Counter
 	errDial, errDown, errProbe  *metrics.Counter
 	batch, latency              *metrics.PrometheusHistogram
+	rtt                         *metrics.PrometheusHistogram // real commands, write to reply
 
 	lastLatency atomic.Int64 // ns of the last successful probe; 0: none yet
 	lastErr     atomic.Pointer[masterErr]
@@ -83,6 +84,7 @@ func newMasterStats(set *metrics.Set, i int, addr string) *masterStats {
 	ms.errProbe = set.NewCounter("lockproxy_master_errors_total{" + l + `,type="probe"}`)
 	ms.batch = set.NewPrometheusHistogramExt("lockproxy_master_batch_size{"+l+"}", batchBuckets)
 	ms.latency = set.NewPrometheusHistogramExt("lockproxy_master_latency_seconds{"+l+"}", latencyBuckets)
+	ms.rtt = set.NewPrometheusHistogramExt("lockproxy_master_rtt_seconds{"+l+"}", latencyBuckets)
 	return ms
 }
 
@@ -97,6 +99,14 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 func (m *Metrics) OnBatch(i, ops int) {
 	if i < len(m.masters) {
 		m.masters[i].batch.Update(float64(ops))
+	}
+}
+
+// OnReply is quorum.Config.OnReply: the round trip of each command
+// lockproxy pipelined to master i, from the write of its batch to its reply.
+func (m *Metrics) OnReply(i int, rtt time.Duration) {
+	if i < len(m.masters) {
+		m.masters[i].rtt.Update(rtt.Seconds())
 	}
 }
 

@@ -166,7 +166,7 @@ func (m *Metrics) scriptMiss()  { m.miss.Inc() }
 func (m *Metrics) authFailure() { m.authFailures.Inc() }
 
 // outcome counts a decided request by op and outcome, and its latency from
-// parse to reply. It runs once per request on the connection's goroutine.
+// parse to the quorum decision. It runs once per request on the connection's goroutine.
 func (m *Metrics) outcome(r *quorum.Request) {
 	o := opOf(r.Kind)
 	var oc outcome
@@ -191,7 +191,11 @@ func (m *Metrics) outcome(r *quorum.Request) {
 	}
 	m.count(o, oc)
 	if h := m.decision[o]; h != nil && r.T0 > 0 {
-		h.observe(batching.Now() - r.T0)
+		end := r.DecidedAt
+		if end == 0 { // answered without a decision of the engine
+			end = batching.Now()
+		}
+		h.observe(end - r.T0)
 	}
 }
 

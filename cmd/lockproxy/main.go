@@ -190,6 +190,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		Auth:          auth,
 		Logger:        logger,
 		OnBatch:       pm.OnBatch,
+		OnReply:       pm.OnReply,
 		OnMasterState: pm.OnMasterState,
 
 		Quarantine: cfg.Quorum.Quarantine == nil || *cfg.Quorum.Quarantine,
