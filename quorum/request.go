@@ -3,7 +3,6 @@ package quorum
 import (
 	"bytes"
 	"errors"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -280,25 +279,6 @@ func (r *Request) noQuorum() *NoQuorumError {
 	return e
 }
 
-func (r *Request) mostCommonNo() batching.Reply {
-	best, bestN := r.NoReply, 0
-	for i := 0; i < r.e.n; i++ {
-		if r.state[i] != replied || r.Rule.IsYes(r.replies[i], r.NKeys) {
-			continue
-		}
-		c := 0
-		for j := i; j < r.e.n; j++ {
-			if r.state[j] == replied && r.replies[j].Equal(r.replies[i]) {
-				c++
-			}
-		}
-		if c > bestN {
-			best, bestN = r.replies[i], c
-		}
-	}
-	return best
-}
-
 // undo sends the compensating command of a failed acquisition to every
 // master that may have applied it. It is queued behind the acquisition on
 // each master's ordered pipeline, so it cannot overtake it.
@@ -330,121 +310,4 @@ func (r *Request) undoOne(i int) {
 		r.undoCmd = UndoCommand(r.UndoKeys, r.UndoToken)
 	}
 	r.e.submitUndo(i, r.undoCmd)
-}
-
-// majorityValue finds the value most masters hold (non-nil) and how many.
-func (r *Request) majorityValue() (batching.Reply, int) {
-	var best batching.Reply
-	bestN := 0
-	for i := 0; i < r.e.n; i++ {
-		v, ok := r.valueOf(i)
-		if !ok {
-			continue
-		}
-		c := 0
-		for j := i; j < r.e.n; j++ {
-			if w, ok := r.valueOf(j); ok && bytes.Equal(w.Str, v.Str) {
-				c++
-			}
-		}
-		if c > bestN {
-			best, bestN = v, c
-		}
-	}
-	return best, bestN
-}
-
-// valueOf is master i's value: the bulk reply of GET, or the first element
-// of a [value, pttl] pair.
-func (r *Request) valueOf(i int) (batching.Reply, bool) {
-	if r.state[i] != replied {
-		return batching.Reply{}, false
-	}
-	v := r.replies[i]
-	if r.Agg == AggValueTTL {
-		if v.Type != batching.Array || len(v.Elems) != 2 {
-			return batching.Reply{}, false
-		}
-		v = v.Elems[0]
-	}
-	return v, v.Type == batching.Bulk
-}
-
-func (r *Request) readSuccess(v batching.Reply) {
-	if r.Agg == AggValue {
-		r.Reply = v
-		return
-	}
-	ttl := r.qthTTL(func(rep batching.Reply) (int64, bool) {
-		if rep.Type != batching.Array || len(rep.Elems) != 2 || !rep.Elems[0].Equal(v) || rep.Elems[1].Type != batching.Integer {
-			return 0, false
-		}
-		return rep.Elems[1].Int, true
-	})
-	r.Reply = batching.Reply{Type: batching.Integer, Int: ttl}
-}
-
-func (r *Request) readFailure() {
-	if r.answered < r.e.q {
-		r.Err = r.noQuorum()
-		return
-	}
-	if r.Agg == AggValue {
-		r.Reply = batching.ReplyNil
-	} else {
-		r.Reply = batching.Reply{Type: batching.Integer, Int: -2}
-	}
-}
-
-// qthTTL is the Q-th largest TTL (ms) among the replies get accepts, minus
-// the drift of that TTL, floored at 0; -1 (no expiry) when the Q-th value
-// is -1.
-func (r *Request) qthTTL(get func(batching.Reply) (int64, bool)) int64 {
-	var ttls [MaxMasters]int64
-	k := 0
-	for i := 0; i < r.e.n; i++ {
-		if r.state[i] != replied {
-			continue
-		}
-		if v, ok := get(r.replies[i]); ok {
-			ttls[k] = v
-			k++
-		}
-	}
-	s := ttls[:k]
-	sort.Slice(s, func(a, b int) bool { return s[a] > s[b] })
-	if k < r.e.q {
-		return -2
-	}
-	v := s[r.e.q-1]
-	if v < 0 {
-		return v
-	}
-	v -= Drift(time.Duration(v)*time.Millisecond, r.e.cfg.DriftFactor).Milliseconds()
-	if v < 0 {
-		v = 0
-	}
-	return v
-}
-
-// keysOutcome counts the keys a quorum reported 1 for.
-func (r *Request) keysOutcome() {
-	if r.answered < r.e.q {
-		r.Err = r.noQuorum()
-		return
-	}
-	var count int64
-	for k := 0; k < r.NKeys; k++ {
-		c := 0
-		for i := 0; i < r.e.n; i++ {
-			rep := r.replies[i]
-			if r.state[i] == replied && rep.Type == batching.Array && k < len(rep.Elems) && rep.Elems[k].Type == batching.Integer && rep.Elems[k].Int > 0 {
-				c++
-			}
-		}
-		if c >= r.e.q {
-			count++
-		}
-	}
-	r.Reply = batching.Reply{Type: batching.Integer, Int: count}
 }

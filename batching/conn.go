@@ -1,0 +1,314 @@
+package batching
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// This file is the life of one connection: dial and Init, then one writer
+// and one reader until either fails.
+
+// connect dials and runs the Init commands synchronously.
+func (p *Pipeline) connect() (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.opt.DialTimeout)
+	defer cancel()
+	conn, err := p.opt.Dial(ctx, "tcp", p.opt.Addr)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.opt.Init) == 0 {
+		return conn, nil
+	}
+	conn.SetDeadline(time.Now().Add(p.opt.DialTimeout))
+	var buf []byte
+	for _, c := range p.opt.Init {
+		buf = append(buf, c...)
+	}
+	if _, err := conn.Write(buf); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	rb := make([]byte, 0, 4096)
+	for i := 0; i < len(p.opt.Init); {
+		r, n, err := parseReply(rb, 0)
+		if err == errIncomplete {
+			if len(rb) == cap(rb) {
+				rb = append(rb, 0)[:len(rb)]
+			}
+			m, rerr := conn.Read(rb[len(rb):cap(rb)])
+			if rerr != nil {
+				conn.Close()
+				return nil, fmt.Errorf("reading init replies: %w", rerr)
+			}
+			rb = rb[:len(rb)+m]
+			continue
+		}
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		if r.Type == Error {
+			conn.Close()
+			return nil, fmt.Errorf("init command %q failed: %s", firstWords(p.opt.Init[i]), r.Str)
+		}
+		rb = rb[n:]
+		i++
+	}
+	conn.SetDeadline(time.Time{})
+	return conn, nil
+}
+
+// firstWords renders the command name and first argument of an encoded
+// command, never its secrets (AUTH passwords are cut).
+func firstWords(cmd []byte) string {
+	parts := bytes.Split(cmd, []byte("\r\n"))
+	var words []string
+	for i := 2; i < len(parts) && len(words) < 2; i += 2 {
+		words = append(words, string(parts[i]))
+	}
+	if len(words) > 0 && bytes.EqualFold([]byte(words[0]), []byte("AUTH")) {
+		return "AUTH ***"
+	}
+	return fmt.Sprint(words)
+}
+
+// serve runs the writer on this goroutine and the reader on another until
+// either fails or the pipeline closes.
+func (p *Pipeline) serve(conn net.Conn) error {
+	readErr := make(chan error, 1)
+	go func() { readErr <- p.readLoop(conn) }()
+	err, readerDone := p.writeLoop(conn, readErr)
+	conn.Close() // unblocks the reader
+	if !readerDone {
+		if rerr := <-readErr; err == nil || errors.Is(err, net.ErrClosed) {
+			err = rerr
+		}
+	}
+	// Whatever was written and not answered will not be answered.
+	for _, op := range p.inflight.drain() {
+		if op.C != nil {
+			op.C.Complete(p.opt.Index, Reply{}, &MasterError{p.opt.Addr, err})
+		}
+	}
+	return err
+}
+
+// writeLoop writes batches until an error; readerDone reports that the
+// error came from the reader, which has then exited.
+func (p *Pipeline) writeLoop(conn net.Conn, readErr <-chan error) (err error, readerDone bool) {
+	var (
+		spare []Op
+		buf   []byte
+	)
+	for {
+		select {
+		case <-p.wake:
+		case err := <-readErr:
+			return err, true
+		case <-p.quit:
+			return ErrClosed, false
+		}
+		for {
+			// Let the connections that are already runnable add their
+			// commands before this write: one yield, no timer, so an idle
+			// proxy adds no delay, and under load batches grow.
+			runtime.Gosched()
+			p.mu.Lock()
+			batch := p.queue
+			p.queue = spare[:0]
+			p.mu.Unlock()
+			if len(batch) == 0 {
+				spare = batch
+				break
+			}
+			now := Now()
+			buf = buf[:0]
+			n := 0
+			for _, op := range batch {
+				if op.Deadline != 0 && op.Deadline < now {
+					if op.C != nil {
+						op.C.Complete(p.opt.Index, Reply{}, &MasterError{p.opt.Addr, ErrExpired})
+					}
+					continue
+				}
+				buf = append(buf, op.Cmd...)
+				op.written = now
+				batch[n] = op
+				n++
+			}
+			if n > 0 {
+				// Registered before the write, so the reader always finds
+				// the op its reply belongs to.
+				p.inflight.push(batch[:n])
+				if p.opt.OnBatch != nil {
+					p.opt.OnBatch(p.opt.Index, n)
+				}
+				conn.SetWriteDeadline(time.Now().Add(p.opt.StallTimeout))
+				if _, err := conn.Write(buf); err != nil {
+					clear(batch)
+					return err, false
+				}
+			}
+			clear(batch)
+			spare = batch[:0]
+			if cap(buf) > 1<<20 {
+				buf = nil // don't keep a huge buffer after a burst
+			}
+		}
+	}
+}
+
+func (p *Pipeline) readLoop(conn net.Conn) error {
+	buf := make([]byte, 64<<10)
+	start, end := 0, 0
+	var done []Op
+	var replies []Reply
+	lastRead := time.Now()
+	for {
+		conn.SetReadDeadline(time.Now().Add(p.opt.StallTimeout / 4))
+		n, err := conn.Read(buf[end:])
+		if n > 0 {
+			end += n
+			lastRead = time.Now()
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				if p.inflight.len() > 0 && time.Since(lastRead) >= p.opt.StallTimeout {
+					return ErrStalled
+				}
+				if p.inflight.len() == 0 {
+					lastRead = time.Now()
+				}
+				continue
+			}
+			return err
+		}
+		replies = replies[:0]
+		for start < end {
+			r, m, perr := parseReply(buf[start:end], 0)
+			if perr == errIncomplete {
+				break
+			}
+			if perr != nil {
+				return perr
+			}
+			replies = append(replies, r)
+			start += m
+		}
+		if len(replies) > 0 {
+			var ok bool
+			done, ok = p.inflight.pop(done[:0], len(replies))
+			if !ok {
+				return errors.New("protocol out of sync: more replies than commands written")
+			}
+			reload := false
+			now := Now()
+			for i, op := range done {
+				r := replies[i]
+				if p.opt.OnReply != nil {
+					p.opt.OnReply(p.opt.Index, time.Duration(now-op.written))
+				}
+				if r.Type == Error && bytes.HasPrefix(r.Str, []byte("NOSCRIPT")) {
+					reload = true
+				}
+				if op.C != nil {
+					op.C.Complete(p.opt.Index, r, nil)
+				}
+			}
+			clear(done)
+			if reload {
+				p.reloadInit()
+			}
+		}
+		if start == end {
+			start, end = 0, 0
+		} else if end == len(buf) {
+			// Make room: move the partial reply to the front, or grow.
+			if start > 0 {
+				end = copy(buf, buf[start:end])
+				start = 0
+			} else {
+				if len(buf) >= 512<<20 {
+					return errors.New("reply larger than 512 MiB")
+				}
+				nb := make([]byte, len(buf)*2)
+				copy(nb, buf[:end])
+				buf = nb
+			}
+		}
+	}
+}
+
+// reloadInit queues the Init commands again after a master said NOSCRIPT:
+// someone flushed its scripts. The command that got NOSCRIPT has already
+// counted as a no vote; it is not resent, because resending it now would put
+// it behind commands written after it.
+func (p *Pipeline) reloadInit() {
+	p.opt.Logger.Warn("master answered NOSCRIPT: its scripts were flushed; loading them again",
+		"master", p.opt.Addr)
+	for _, c := range p.opt.Init {
+		if bytes.Contains(c, []byte("AUTH")) {
+			continue
+		}
+		_ = p.Submit(Op{Cmd: c})
+	}
+}
+
+// fifo is the queue of written commands awaiting replies.
+type fifo struct {
+	mu   sync.Mutex
+	ops  []Op
+	head int
+}
+
+func (f *fifo) push(ops []Op) {
+	f.mu.Lock()
+	if f.head > 0 && f.head >= len(f.ops)/2 {
+		n := copy(f.ops, f.ops[f.head:])
+		clear(f.ops[n:])
+		f.ops = f.ops[:n]
+		f.head = 0
+	}
+	f.ops = append(f.ops, ops...)
+	f.mu.Unlock()
+}
+
+// pop moves the n oldest ops into dst; ok is false if fewer are in flight.
+func (f *fifo) pop(dst []Op, n int) ([]Op, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.ops)-f.head < n {
+		return dst, false
+	}
+	dst = append(dst, f.ops[f.head:f.head+n]...)
+	clear(f.ops[f.head : f.head+n])
+	f.head += n
+	if f.head == len(f.ops) {
+		f.ops = f.ops[:0]
+		f.head = 0
+	}
+	return dst, true
+}
+
+func (f *fifo) drain() []Op {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ops := append([]Op(nil), f.ops[f.head:]...)
+	clear(f.ops)
+	f.ops = f.ops[:0]
+	f.head = 0
+	return ops
+}
+
+func (f *fifo) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.ops) - f.head
+}
