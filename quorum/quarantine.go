@@ -128,6 +128,7 @@ type watch struct {
 	epoch   uint64     // pipeline connections so far
 	state   int
 	until   time.Time // quarantined: end on the local clock
+	logged  time.Time // the quarantine end last logged; zero: none
 	booted  bool      // ran its bootstrap-mode check
 	lastErr string    // last check error, logged once
 }
@@ -317,8 +318,9 @@ func (w *watch) check(client rueidis.Client) time.Duration {
 	switch state {
 	case "ok":
 		if w.state != verifiedOK {
-			if w.state == quarantined {
+			if !w.logged.IsZero() {
 				m.e.cfg.Logger.Info("master quarantine ended: its votes count again", "master", w.addr)
+				w.logged = time.Time{}
 			}
 			w.state = verifiedOK
 			m.e.SetQuarantine(w.i, time.Time{})
@@ -326,7 +328,11 @@ func (w *watch) check(client rueidis.Client) time.Duration {
 		return interval
 	case "new", "quarantined":
 		until := received.Add(time.Duration(end-masterNow) * time.Millisecond)
-		if w.state != quarantined || absDuration(until.Sub(w.until)) > 100*time.Millisecond {
+		// Logged once per quarantine: a reconnection during it (which
+		// checks again) or this proxy's clock reading the same end again
+		// is no news.
+		if w.logged.IsZero() || absDuration(until.Sub(w.logged)) > 100*time.Millisecond {
+			w.logged = until
 			msg := "master quarantined: its lockproxy marker says it lost its data earlier (noticed by this or another lockproxy); its votes do not count until the quarantine ends"
 			if state == "new" {
 				msg = "master quarantined: it carries no lockproxy marker, so it restarted without its data (or is new); its votes do not count until max_ttl has passed"

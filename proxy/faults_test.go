@@ -1,0 +1,309 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/redis/go-redis/v9"
+)
+
+// Deterministic fault tests against real masters: restarts without data,
+// paused masters, a majority paused. Every wait polls.
+
+// withQuarantine turns the restart quarantine on, as lockproxy's config
+// does, with bootstrap (the test's masters are new) and a short max_ttl.
+func withQuarantine(maxTTL time.Duration) clusterOpt {
+	return func(_ *proxy.Config, qc *quorum.Config) {
+		qc.Quarantine, qc.Bootstrap = true, true
+		qc.MaxTTL = maxTTL
+		qc.QuarantineCheck = 50 * time.Millisecond
+	}
+}
+
+// waitVoting polls until n masters are connected and not quarantined.
+func (c *cluster) waitVoting(n int) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if c.voting() >= n {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	c.t.Fatalf("%d masters not voting within 10s: %+v", n, c.engine.Masters())
+}
+
+func (c *cluster) voting() int {
+	v := 0
+	for _, m := range c.engine.Masters() {
+		if m.Up && m.QuarantinedUntil.IsZero() {
+			v++
+		}
+	}
+	return v
+}
+
+// restartEmpty kills masters and starts them again without their data,
+// concurrently.
+func restartEmpty(t *testing.T, ms []*redisproc.Server) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		wg.Go(func() { errs[i] = m.Restart() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// (1) A majority restarted empty while a lock is held: nobody else gets the
+// lock until the quarantine (max_ttl) ends, then the next client does. The
+// control without quarantine shows the test would see the double grant.
+func TestFaultMajorityRestartedEmptyWhileHeld(t *testing.T) {
+	const maxTTL = 2 * time.Second
+	for _, quarantine := range []bool{true, false} {
+		t.Run(fmt.Sprintf("quarantine=%v", quarantine), func(t *testing.T) {
+			opts := []clusterOpt{withQuarantine(maxTTL)}
+			if !quarantine {
+				opts = append(opts, func(_ *proxy.Config, qc *quorum.Config) { qc.Quarantine = false })
+			}
+			c := startCluster(t, 5, opts...)
+			c.waitVoting(5)
+			ctx := context.Background()
+			a, b := c.client(), c.client()
+			sent := time.Now()
+			if ok, err := a.SetNX(ctx, "held", "A", maxTTL).Result(); err != nil || !ok {
+				t.Fatalf("A's acquire: %v %v", ok, err)
+			}
+			validUntil := sent.Add(maxTTL - quorum.Drift(maxTTL, 0.01))
+			waitFor(t, func() bool { return count(c.onMasters("held"), "A") == 5 }, "A's lock on every master")
+
+			restartEmpty(t, c.masters[:3])
+			restarted := time.Now()
+			c.waitUp(5)
+			var granted time.Time
+			noquorum := 0
+			for granted.IsZero() && time.Since(restarted) < maxTTL+3*time.Second {
+				ok, err := b.SetNX(ctx, "held", "B", maxTTL).Result()
+				switch {
+				case err != nil && strings.HasPrefix(err.Error(), "NOQUORUM"):
+					noquorum++
+					if quarantine && !strings.Contains(err.Error(), "quarantined until") {
+						t.Fatalf("NOQUORUM does not say the masters are quarantined: %v", err)
+					}
+				case err != nil:
+					t.Fatalf("B: %v", err)
+				case ok:
+					granted = time.Now()
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if granted.IsZero() {
+				t.Fatalf("B never got the lock after the quarantine (%d NOQUORUM)", noquorum)
+			}
+			t.Logf("B granted %v after the restart (A valid until %v after it); %d NOQUORUM replies before",
+				granted.Sub(restarted).Round(time.Millisecond), validUntil.Sub(restarted).Round(time.Millisecond), noquorum)
+			if !quarantine {
+				if !granted.Before(validUntil) {
+					t.Fatalf("control: without quarantine B should be granted while A still holds; test too slow to tell")
+				}
+				return
+			}
+			if granted.Before(validUntil) {
+				t.Fatalf("B granted %v before A's validity ended: two holders", validUntil.Sub(granted))
+			}
+			if granted.Sub(restarted) < maxTTL-50*time.Millisecond {
+				t.Fatalf("B granted %v after the restart, before max_ttl (%v)", granted.Sub(restarted), maxTTL)
+			}
+		})
+	}
+}
+
+// acquireLatencies runs n acquisitions of distinct keys from workers
+// goroutines and returns their latencies, failing the test on any error.
+func acquireLatencies(t *testing.T, cl *redis.Client, prefix, token string, workers, n int) []time.Duration {
+	t.Helper()
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				start := time.Now()
+				ok, err := cl.SetNX(context.Background(), fmt.Sprintf("%s:%d", prefix, i), token, 10*time.Second).Result()
+				d := time.Since(start)
+				if err != nil || !ok {
+					t.Errorf("acquire %s:%d: ok=%v err=%v", prefix, i, ok, err)
+					return
+				}
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat
+}
+
+func pct(lat []time.Duration, p float64) time.Duration {
+	if len(lat) == 0 {
+		return 0
+	}
+	return lat[min(len(lat)-1, int(float64(len(lat))*p))]
+}
+
+// (2) A paused master neither slows acquisitions down (the other four
+// decide) nor makes anything queue without bound, and it votes again as
+// soon as it continues, without a reconnection.
+func TestFaultPausedMasterDoesNotSlowAcquire(t *testing.T) {
+	// node_timeout is longer than the default so that a machine loaded by
+	// other tests does not turn slow healthy masters into errors; a
+	// decision that waited for the paused master would still take it.
+	const nodeTimeout = 200 * time.Millisecond
+	const queueLimit = 256
+	c := startCluster(t, 5, withQuarantine(10*time.Second), func(_ *proxy.Config, qc *quorum.Config) {
+		qc.QueueLimit, qc.NodeTimeout = queueLimit, nodeTimeout
+	})
+	c.waitVoting(5)
+	cl := c.client(func(o *redis.Options) { o.PoolSize = 16 })
+	base := acquireLatencies(t, cl, "warm", "t", 8, 200)
+
+	if err := c.masters[0].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	// 8 KiB tokens: 16 MB for the paused master, more than its socket
+	// buffers hold, so its writer blocks and its queue reaches the limit.
+	lat := acquireLatencies(t, cl, "paused", strings.Repeat("t", 8<<10), 8, 2000)
+	m0 := c.engine.Masters()[0]
+	t.Logf("acquire latency, all up: p50 %v p99 %v; master 0 paused: p50 %v p99 %v max %v over %d; master 0 queued %d inflight %d",
+		pct(base, .5), pct(base, .99), pct(lat, .5), pct(lat, .99), pct(lat, 1), len(lat), m0.Queued, m0.Inflight)
+	if max := pct(lat, 1); max >= nodeTimeout {
+		t.Errorf("slowest acquisition with a paused master took %v: it waited for the paused master (node_timeout %v)", max, nodeTimeout)
+	}
+	if m0.Queued > queueLimit || m0.Queued+m0.Inflight >= 2000 {
+		t.Errorf("master 0 holds %d queued (limit %d) and %d in flight: the queue limit did not bite", m0.Queued, queueLimit, m0.Inflight)
+	}
+	info, err := cl.Info(context.Background(), "quorum").Result()
+	if err != nil || !strings.Contains(info, "master0:addr="+c.masters[0].Addr+",state=up") {
+		t.Errorf("INFO quorum while master 0 is paused (still connected): %v\n%s", err, info)
+	}
+
+	if err := c.masters[0].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// Used again without a reconnection: its backlog drains and new locks
+	// land on it.
+	waitFor(t, func() bool { m := c.engine.Masters()[0]; return m.Queued+m.Inflight == 0 }, "master 0's backlog drained")
+	if ok, err := cl.SetNX(context.Background(), "after-resume", "t", 10*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("acquire after resume: %v %v", ok, err)
+	}
+	waitFor(t, func() bool { return c.onMasters("after-resume")[0] == "t" }, "the resumed master votes again")
+	if c.voting() != 5 {
+		t.Fatalf("after resume %d masters vote, want 5 (no reconnection, no quarantine): %+v", c.voting(), c.engine.Masters())
+	}
+}
+
+// (3) Three of five paused: NOQUORUM within node_timeout plus a margin,
+// never "not acquired"; service resumes when they continue.
+func TestFaultMajorityPausedNoQuorumThenResume(t *testing.T) {
+	const nodeTimeout = 50 * time.Millisecond
+	c := startCluster(t, 5, withQuarantine(10*time.Second))
+	c.waitVoting(5)
+	ctx := context.Background()
+	cl := c.client()
+	for _, m := range c.masters[:3] {
+		if err := m.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var took []time.Duration
+	for i := 0; i < 20; i++ {
+		start := time.Now()
+		_, err := cl.SetNX(ctx, fmt.Sprintf("p3:%d", i), "t", 5*time.Second).Result()
+		took = append(took, time.Since(start))
+		if err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM 2 of 5 masters answered, 3 needed") {
+			t.Fatalf("acquire with 3 of 5 paused: %v; want NOQUORUM", err)
+		}
+	}
+	if _, err := cl.Get(ctx, "p3:0").Result(); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
+		t.Fatalf("GET with 3 of 5 paused: %v; want NOQUORUM", err)
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	t.Logf("NOQUORUM with 3 of 5 paused: median %v, slowest %v of 20", pct(took, .5), pct(took, 1))
+	// The median says what lockproxy does; the slowest allows for a
+	// machine loaded by other tests.
+	if pct(took, .5) > nodeTimeout+20*time.Millisecond || pct(took, 1) > nodeTimeout+200*time.Millisecond {
+		t.Fatalf("NOQUORUM took median %v, slowest %v; want node_timeout (%v) plus a margin", pct(took, .5), pct(took, 1), nodeTimeout)
+	}
+	for _, m := range c.masters[:3] {
+		if err := m.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumed := time.Now()
+	var ok bool
+	for !ok {
+		if time.Since(resumed) > 5*time.Second {
+			t.Fatal("no lock granted within 5s of the masters continuing")
+		}
+		var err error
+		ok, err = cl.SetNX(ctx, "p3:after", "t", 5*time.Second).Result()
+		if err != nil && !strings.HasPrefix(err.Error(), "NOQUORUM") {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("service back %v after SIGCONT", time.Since(resumed).Round(time.Millisecond))
+	// The refused attempts were undone on the masters that applied them
+	// late, behind the attempts on the same ordered connection.
+	waitFor(t, func() bool {
+		for i := 0; i < 20; i++ {
+			if count(c.onMasters(fmt.Sprintf("p3:%d", i)), "t") != 0 {
+				return false
+			}
+		}
+		return true
+	}, "refused attempts undone everywhere")
+}
+
+// A dead master is redialled with back-off and its state is visible in
+// INFO; with the quarantine on it is quarantined when it comes back empty.
+func TestFaultDeadMasterVisibleAndRedialled(t *testing.T) {
+	c := startCluster(t, 3, withQuarantine(10*time.Second))
+	c.waitVoting(3)
+	ctx := context.Background()
+	cl := c.client()
+	c.masters[1].Kill()
+	waitFor(t, func() bool {
+		info, _ := cl.Info(ctx, "quorum").Result()
+		return strings.Contains(info, "master1:addr="+c.masters[1].Addr+",state=down")
+	}, "INFO quorum shows master 1 down")
+	if ok, err := cl.SetNX(ctx, "d", "t", time.Second).Result(); err != nil || !ok {
+		t.Fatalf("2 of 3 up: %v %v", ok, err)
+	}
+	if err := c.masters[1].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		info, _ := cl.Info(ctx, "quorum").Result()
+		return strings.Contains(info, "master1:addr="+c.masters[1].Addr+",state=quarantined,") &&
+			strings.Contains(info, ",quarantined_until=20")
+	}, "INFO quorum shows master 1 back and quarantined")
+	info, _ := cl.Info(ctx, "quorum").Result()
+	if !strings.Contains(info, "masters_quarantined:1") {
+		t.Fatalf("INFO quorum:\n%s", info)
+	}
+}
