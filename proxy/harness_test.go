@@ -42,7 +42,10 @@ func startCluster(t testing.TB, n int, opts ...clusterOpt) *cluster {
 	for _, s := range cat.Scripts() {
 		bodies = append(bodies, s.Body)
 	}
-	qc := quorum.Config{NodeTimeout: 50 * time.Millisecond, MaxTTL: time.Minute, Scripts: bodies, Logger: logger}
+	// 250ms, not the 50ms default: the suite runs under -race on a loaded
+	// 2-core CI machine, and these tests check outcomes, not speed (tests
+	// of timing set their own node_timeout).
+	qc := quorum.Config{NodeTimeout: 250 * time.Millisecond, MaxTTL: time.Minute, Scripts: bodies, Logger: logger}
 	for _, m := range c.masters {
 		qc.Masters = append(qc.Masters, m.Addr)
 	}
