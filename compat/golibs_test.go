@@ -53,6 +53,9 @@ func TestRedsync(t *testing.T) {
 	if err := m2.Lock(); !errors.As(err, &taken) && !errors.Is(err, redsync.ErrFailed) {
 		t.Fatalf("second Lock of a held mutex: %v, want ErrTaken or ErrFailed", err)
 	}
+	if err := m2.TryLock(); !errors.As(err, &taken) && !errors.Is(err, redsync.ErrFailed) {
+		t.Fatalf("TryLock of a held mutex: %v, want ErrTaken or ErrFailed", err)
+	}
 	must(t, e.checkHeld(t, key, m1.Value()))
 
 	// Valid reads the value back (GET, a quorum read through lockproxy).
