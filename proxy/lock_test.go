@@ -2,6 +2,8 @@ package proxy_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -336,4 +340,26 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// A custom script registered by sha1 only is not preloaded on the masters:
+// an EVAL of its text is forwarded as that text, and works.
+func TestCustomScriptBySHA1Only(t *testing.T) {
+	body := `local v = redis.call("get", KEYS[1]) if v == ARGV[1] then redis.call("del", KEYS[1]) return 1 end return 0`
+	sum := sha1.Sum([]byte(body))
+	sha := hex.EncodeToString(sum[:])
+	cat, err := proxy.NewCatalog([]proxy.ScriptConfig{{Name: "my release", SHA1: sha, Kind: "release", Vote: "one"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 3, func(pc *proxy.Config, _ *quorum.Config) { pc.Catalog = cat })
+	ctx := context.Background()
+	cl := c.client()
+	if ok, err := cl.SetNX(ctx, "custom", "tok", 10*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	if n, err := cl.Eval(ctx, body, []string{"custom"}, "tok").Int(); err != nil || n != 1 {
+		t.Fatalf("EVAL of the sha1-only custom release: %d, %v", n, err)
+	}
+	waitFor(t, func() bool { return count(c.onMasters("custom"), "(nil)") == 3 }, "released on every master")
 }

@@ -314,6 +314,11 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 	// The catalogued body is what every master has loaded: forward by its
 	// sha1. Keys and the token alias the encoded command.
 	r.Cmd = quorum.AppendEvalSHA(nil, sc.SHA1, keys, argv)
+	if sc.Body == "" && !isSHA {
+		// A custom script registered by sha1 only is not preloaded on the
+		// masters: forward the client's own text (it hashes to that sha1).
+		r.Cmd = batching.AppendCommand(nil, append([][]byte{[]byte("EVAL"), args[1], args[2]}, args[3:]...)...)
+	}
 	if numKeys == 1 && sc.Kind != quorum.Read {
 		k := argsIn(r.Cmd, 3)
 		r.Key = unsafe.String(unsafe.SliceData(k), len(k))
