@@ -228,7 +228,9 @@ func TestFaultPausedMasterDoesNotSlowAcquire(t *testing.T) {
 // never "not acquired"; service resumes when they continue.
 func TestFaultMajorityPausedNoQuorumThenResume(t *testing.T) {
 	const nodeTimeout = 50 * time.Millisecond
-	c := startCluster(t, 5, withQuarantine(10*time.Second))
+	c := startCluster(t, 5, withQuarantine(10*time.Second), func(_ *proxy.Config, qc *quorum.Config) {
+		qc.NodeTimeout = nodeTimeout // the harness's is 250ms
+	})
 	c.waitVoting(5)
 	ctx := context.Background()
 	cl := c.client()
