@@ -157,6 +157,10 @@ func newQuarantineMonitor(e *Engine) *quarantineMonitor {
 	m.boot.decided = !e.cfg.Bootstrap
 	for i, addr := range e.cfg.Masters {
 		m.watches = append(m.watches, &watch{m: m, i: i, addr: addr, kick: make(chan struct{}, 1)})
+		// Unverified until its first check: its status says so from the
+		// start (a vote could not count anyway before the pipeline
+		// connects, which sets this again).
+		e.SetQuarantine(i, time.Now().Add(e.cfg.MaxTTL))
 	}
 	return m
 }
