@@ -195,6 +195,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.cfg.Engine.Drain(ctx)
 }
 
+// ProtocolErrors is the number of client connections closed for a
+// protocol error or a limit (proto_max_bulk_len, proto_max_args,
+// client_query_buffer_limit), for INFO and metrics.
+func (s *Server) ProtocolErrors() int64 { return s.protoErr.Load() }
+
 // enter registers a running pipeline; false once shutting down.
 func (s *Server) enter() bool {
 	s.mu.Lock()
