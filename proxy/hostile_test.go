@@ -86,6 +86,9 @@ func TestHostileProtocolErrors(t *testing.T) {
 	if out, closed := exchange(t, c.addr, "SET \"k v\r\n", 2*time.Second); out != "-ERR Protocol error: unbalanced quotes in request\r\n" || !closed {
 		t.Fatalf("unbalanced quotes: %q closed %v", out, closed)
 	}
+	if n := c.srv.ProtocolErrors(); n < 14 {
+		t.Errorf("ProtocolErrors = %d, want every case counted", n)
+	}
 	// Still serving, nothing reached a master.
 	if err := c.client().Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
