@@ -267,6 +267,32 @@ func TestFaultMajorityPausedNoQuorumThenResume(t *testing.T) {
 	if _, err := cl.Get(ctx, "p3:0").Result(); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
 		t.Fatalf("GET with 3 of 5 paused: %v; want NOQUORUM", err)
 	}
+	// 32 clients on one key: they queue behind each other in the proxy,
+	// but do not each wait node_timeout in turn.
+	hot := c.client(func(o *redis.Options) { o.PoolSize = 32 })
+	var hotWorst atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < 32; i++ {
+		wg.Go(func() {
+			start := time.Now()
+			_, err := hot.SetNX(ctx, "p3:hot", "t", 5*time.Second).Result()
+			if err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
+				t.Errorf("hot key with 3 of 5 paused: %v; want NOQUORUM", err)
+			}
+			d := int64(time.Since(start))
+			for {
+				old := hotWorst.Load()
+				if d <= old || hotWorst.CompareAndSwap(old, d) {
+					break
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("32 clients on one key with 3 of 5 paused: slowest NOQUORUM in %v", time.Duration(hotWorst.Load()))
+	if d := time.Duration(hotWorst.Load()); d > 3*nodeTimeout+250*time.Millisecond {
+		t.Fatalf("hot key: slowest NOQUORUM after %v: queued clients waited node_timeout in turn", d)
+	}
 	for _, m := range c.masters[:3] {
 		if err := m.Resume(); err != nil {
 			t.Fatal(err)

@@ -324,6 +324,21 @@ func (e *Engine) finish(r *Request) {
 				next.w.signal()
 				continue
 			}
+			if nq := (*NoQuorumError)(nil); next.Exclusive && holder.Exclusive && errors.As(holder.Err, &nq) {
+				// Likewise a plain SET NX queued behind one that got
+				// NOQUORUM gets that answer: the masters that missed it
+				// are no likelier to answer next, and a hot key must not
+				// make each queued client wait node_timeout in turn (32
+				// clients, 3 of 5 masters paused: 32 x node_timeout).
+				next.mu.Lock()
+				next.Err = holder.Err
+				next.decidedIn = true
+				next.mu.Unlock()
+				next.DecidedAt = batching.Now()
+				next.done.Store(true)
+				next.w.signal()
+				continue
+			}
 			if e.dispatch(next) {
 				r = next
 				break // finish next, then carry on with its key
