@@ -198,9 +198,9 @@ func TestFaultPausedMasterDoesNotSlowAcquire(t *testing.T) {
 	m0 := c.engine.Masters()[0]
 	t.Logf("acquire latency, all up: p50 %v p99 %v; master 0 paused: p50 %v p99 %v max %v over %d; master 0 queued %d inflight %d",
 		pct(base, .5), pct(base, .99), pct(lat, .5), pct(lat, .99), pct(lat, 1), len(lat), m0.Queued, m0.Inflight)
-	// p99, not the maximum: a loopback packet lost on a machine loaded by
-	// other tests costs one acquisition a 200ms retransmission. Decisions
-	// that waited for the paused master would all take node_timeout.
+	// p99, not the maximum: on a machine loaded by other tests one
+	// acquisition may stall. Decisions that waited for the paused master
+	// would all take node_timeout.
 	if p := pct(lat, .99); p >= nodeTimeout {
 		t.Errorf("p99 acquisition with a paused master took %v: it waited for the paused master (node_timeout %v)", p, nodeTimeout)
 	}
@@ -242,9 +242,9 @@ func TestFaultMajorityPausedNoQuorumThenResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Up to three rounds: a machine loaded by other tests can cost a round
-	// loopback retransmissions (200ms each); lockproxy waiting longer than
-	// node_timeout would fail every round.
+	// Up to three rounds: a machine loaded by other tests can slow one
+	// round down; lockproxy waiting longer than node_timeout would fail
+	// every round.
 	for round := 1; ; round++ {
 		var took []time.Duration
 		for i := 0; i < 10; i++ {
