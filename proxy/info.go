@@ -139,6 +139,7 @@ func (s *Server) infoStats(b *strings.Builder) {
 	m := s.cfg.Metrics
 	field(b, "total_connections_received", s.accepted.Load())
 	field(b, "rejected_connections", s.rejected.Load())
+	field(b, "protocol_errors", s.ProtocolErrors())
 	field(b, "auth_failures", m.authFailures.Get())
 	var total uint64
 	m.counts(func(name string, v uint64) {

@@ -192,8 +192,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.cfg.Engine.Drain(ctx)
+	if err := s.cfg.Engine.Drain(ctx); err != nil {
+		return &DrainError{Err: err}
+	}
+	return nil
 }
+
+// DrainError means every client was answered, but commands already sent
+// to some masters (undos, the tail of acquisitions) were not confirmed
+// before the deadline: those masters are paused or unreachable. Nothing is
+// half-acquired: what they hold expires by its TTL.
+type DrainError struct{ Err error }
+
+func (e *DrainError) Error() string {
+	return "commands to paused or unreachable masters not confirmed (their keys expire by TTL): " + e.Err.Error()
+}
+func (e *DrainError) Unwrap() error { return e.Err }
 
 // ProtocolErrors is the number of client connections closed for a
 // protocol error or a limit (proto_max_bulk_len, proto_max_args,

@@ -269,8 +269,15 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		logger.Error("shutdown incomplete", "err", err)
-		code = 1
+		var de *proxy.DrainError
+		if errors.As(err, &de) {
+			// Every client was answered; only masters that cannot answer
+			// are left. Not a failed shutdown.
+			logger.Warn("shutdown: some masters did not confirm the last commands", "err", err)
+		} else {
+			logger.Error("shutdown incomplete", "err", err)
+			code = 1
+		}
 	}
 	if metricsSrv != nil {
 		metricsSrv.Shutdown(sctx)
