@@ -315,13 +315,7 @@ func (e *Engine) finish(r *Request) {
 				// refused too, without a round trip. Only requests that
 				// waited behind it are answered so; later ones ask the
 				// masters.
-				next.mu.Lock()
-				next.Reply = next.NoReply
-				next.decidedIn = true
-				next.mu.Unlock()
-				next.DecidedAt = batching.Now()
-				next.done.Store(true)
-				next.w.signal()
+				next.answerQueued(next.NoReply, nil)
 				continue
 			}
 			if nq := (*NoQuorumError)(nil); next.Exclusive && holder.Exclusive && errors.As(holder.Err, &nq) {
@@ -330,13 +324,7 @@ func (e *Engine) finish(r *Request) {
 				// are no likelier to answer next, and a hot key must not
 				// make each queued client wait node_timeout in turn (32
 				// clients, 3 of 5 masters paused: 32 x node_timeout).
-				next.mu.Lock()
-				next.Err = holder.Err
-				next.decidedIn = true
-				next.mu.Unlock()
-				next.DecidedAt = batching.Now()
-				next.done.Store(true)
-				next.w.signal()
+				next.answerQueued(batching.Reply{}, holder.Err)
 				continue
 			}
 			if e.dispatch(next) {
@@ -349,6 +337,18 @@ func (e *Engine) finish(r *Request) {
 			return
 		}
 	}
+}
+
+// answerQueued decides a request that waited behind its key without
+// sending it to the masters, and publishes the outcome.
+func (r *Request) answerQueued(rep batching.Reply, err error) {
+	r.mu.Lock()
+	r.Reply, r.Err = rep, err
+	r.decidedIn = true
+	r.mu.Unlock()
+	r.DecidedAt = batching.Now()
+	r.done.Store(true)
+	r.w.signal()
 }
 
 // submitUndo queues an undo on master i, fire and forget.
