@@ -27,6 +27,10 @@ type Script struct {
 	TokenArg int             // 1-based ARGV index of the lock token: a failed acquisition is undone by deleting each KEY whose value equals it; 0 when Kind != Acquire
 	NoIsNoop bool            // Acquire: a reply that is neither yes nor an error proves the script wrote nothing, so that master needs no undo (which would delete a key already holding the token, as Redis would not)
 	NoReply  batching.Reply  // what the client gets when a quorum said yes but the validity ran out, or when no master gave a non-yes reply (e.g. :0, or nil for scripts that return nothing)
+	// RunAs, when set, is the sha1 of one of lockproxy's own scripts that
+	// the masters run instead, with max_ttl in ms appended to ARGV: the
+	// same replies, with every TTL it sets capped at max_ttl.
+	RunAs string
 }
 
 // ScriptConfig is one [[scripts]] table of config.toml: a script the
@@ -101,10 +105,11 @@ var builtins = []builtin{
 	// current PTTL when ARGV[3] is "0" (additive extend) → 1, else 0.
 	// ARGV[2] alone is a lower bound of the new TTL on every master, so it
 	// is the safe figure for validity in both modes. Repeated additive
-	// extends can grow the TTL on the masters past max_ttl, which the
-	// restart quarantine assumes no key outlives: the proxy must refuse
-	// them or check the resulting PTTL.
-	{"redis-py_extend", Script{Name: "redis-py extend", Kind: quorum.Extend, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
+	// extends would grow the TTL on the masters past max_ttl, which the
+	// restart quarantine assumes no key outlives: the masters run
+	// quorum.CappedExtendScript instead, the same script with the new TTL
+	// capped at max_ttl.
+	{"redis-py_extend", Script{Name: "redis-py extend", Kind: quorum.Extend, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero, RunAs: quorum.CappedExtendScript.SHA1}},
 	// redis-py Lock.reacquire: PEXPIRE ARGV[2] ms when the token matches → 1, else 0.
 	// Extend, not Acquire: it never creates the key; it resets the TTL of
 	// the caller's own lock, which an undo must not delete.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -362,4 +363,41 @@ func TestCustomScriptBySHA1Only(t *testing.T) {
 		t.Fatalf("EVAL of the sha1-only custom release: %d, %v", n, err)
 	}
 	waitFor(t, func() bool { return count(c.onMasters("custom"), "(nil)") == 3 }, "released on every master")
+}
+
+// redis-py's additive extend adds to the remaining TTL; repeated, it would
+// grow a key past max_ttl, which the restart quarantine relies on no key
+// outliving. lockproxy caps it.
+func TestRedisPyAdditiveExtendCappedAtMaxTTL(t *testing.T) {
+	body, err := os.ReadFile("scripts/redis-py_extend.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 3, func(_ *proxy.Config, qc *quorum.Config) { qc.MaxTTL = 3 * time.Second })
+	ctx := context.Background()
+	cl := c.client()
+	if ok, err := cl.SetNX(ctx, "pyext", "tok", 2*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	ext := redis.NewScript(string(body))
+	for i := 0; i < 3; i++ { // additive: +2000ms each time
+		if n, err := ext.Run(ctx, cl, []string{"pyext"}, "tok", 2000, "0").Int(); err != nil || n != 1 {
+			t.Fatalf("additive extend %d: %d, %v", i, n, err)
+		}
+	}
+	for i, m := range c.masters {
+		v, _ := m.Do("PTTL", "pyext")
+		var ms int
+		fmt.Sscan(v, &ms)
+		if ms > 3000 || ms < 2000 {
+			t.Errorf("master %d: PTTL %dms after additive extends; want capped at max_ttl 3000ms, at least the 2000ms asked", i, ms)
+		}
+	}
+	// Replace mode and a stranger's token behave as redis-py expects.
+	if n, err := ext.Run(ctx, cl, []string{"pyext"}, "tok", 2500, "1").Int(); err != nil || n != 1 {
+		t.Fatalf("replace extend: %d, %v", n, err)
+	}
+	if n, err := ext.Run(ctx, cl, []string{"pyext"}, "other", 2500, "1").Int(); err != nil || n != 0 {
+		t.Fatalf("stranger's extend: %d, %v; want 0", n, err)
+	}
 }

@@ -314,6 +314,10 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 	// The catalogued body is what every master has loaded: forward by its
 	// sha1. Keys and the token alias the encoded command.
 	r.Cmd = quorum.AppendEvalSHA(nil, sc.SHA1, keys, argv)
+	if sc.RunAs != "" {
+		maxTTL := strconv.AppendInt(nil, s.cfg.Engine.Config().MaxTTL.Milliseconds(), 10)
+		r.Cmd = quorum.AppendEvalSHA(nil, sc.RunAs, keys, append(append([][]byte(nil), argv...), maxTTL))
+	}
 	if sc.Body == "" && !isSHA {
 		// A custom script registered by sha1 only is not preloaded on the
 		// masters: forward the client's own text (it hashes to that sha1).

@@ -35,6 +35,23 @@ return n`)
 	existsScript = newScript(`local r = {}
 for i = 1, #KEYS do r[i] = redis.call("EXISTS", KEYS[i]) end
 return r`)
+	// CappedExtendScript is redis-py's extend (same KEYS, ARGV[1..3] and
+	// replies) with the new TTL capped at ARGV[4], max_ttl in ms. redis-py's
+	// additive extend (ARGV[3] == "0") adds ARGV[2] to the remaining PTTL:
+	// repeated, it would grow a key past max_ttl, which the restart
+	// quarantine relies on no key outliving. The proxy runs this in its
+	// place; the cap never cuts below ARGV[2] (itself at most max_ttl), the
+	// figure validity is accounted with.
+	CappedExtendScript = newScript(`local token = redis.call("GET", KEYS[1])
+if not token or token ~= ARGV[1] then return 0 end
+local expiration = redis.call("PTTL", KEYS[1])
+if not expiration then expiration = 0 end
+if expiration < 0 then return 0 end
+local newttl = tonumber(ARGV[2])
+if ARGV[3] == "0" then newttl = newttl + expiration end
+if newttl > tonumber(ARGV[4]) then newttl = tonumber(ARGV[4]) end
+redis.call("PEXPIRE", KEYS[1], newttl)
+return 1`)
 	// delScript deletes each KEY and returns, per KEY, 1 when it existed.
 	delScript = newScript(`local r = {}
 for i = 1, #KEYS do r[i] = redis.call("DEL", KEYS[i]) end
@@ -43,7 +60,7 @@ return r`)
 
 // InternalScripts are loaded on every master connection.
 func InternalScripts() []Script {
-	return []Script{undoScript, getTTLScript, existsScript, delScript}
+	return []Script{undoScript, getTTLScript, existsScript, delScript, CappedExtendScript}
 }
 
 // AppendEvalSHA appends EVALSHA sha numkeys keys... args... to dst.
