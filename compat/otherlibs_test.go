@@ -1,12 +1,9 @@
 package compat
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"os"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -42,18 +39,11 @@ const (
 // documented configuration is the one tested.
 func docScripts(t *testing.T) []proxy.ScriptConfig {
 	t.Helper()
-	doc, err := os.ReadFile("../docs/compat.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)```toml\n(.*?)```").FindSubmatch(doc)
-	if m == nil {
-		t.Fatal("docs/compat.md has no ```toml block")
-	}
+	doc := docTOML(t)
 	var cfg struct {
 		Scripts []proxy.ScriptConfig `toml:"scripts"`
 	}
-	dec := toml.NewDecoder(bytes.NewReader(m[1]))
+	dec := toml.NewDecoder(strings.NewReader(doc))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&cfg); err != nil {
 		t.Fatalf("docs/compat.md's config.toml example: %v", err)
