@@ -401,3 +401,41 @@ func TestRedisPyAdditiveExtendCappedAtMaxTTL(t *testing.T) {
 		t.Fatalf("stranger's extend: %d, %v; want 0", n, err)
 	}
 }
+
+// One connection's pipeline runs in the order it was sent, even on a busy
+// key: [SET NX k t1, SET NX k t2, release k t1] is OK, nil, 1 as on Redis
+// (the release must not jump ahead of t2's SET NX from the same client),
+// and a GET pipelined after a SET NX sees it.
+func TestPipelineOrderOnOneKey(t *testing.T) {
+	c := startCluster(t, 5)
+	ctx := context.Background()
+	cl := c.client()
+	pipe := cl.Pipeline()
+	a := pipe.SetNX(ctx, "ord", "t1", 10*time.Second)
+	b := pipe.SetNX(ctx, "ord", "t2", 10*time.Second)
+	rel := pipe.Eval(ctx, releaseScript, []string{"ord"}, "t1")
+	get := pipe.Get(ctx, "ord")
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatal(err)
+	}
+	if !a.Val() || b.Val() {
+		t.Fatalf("SET NX t1 = %v, SET NX t2 = %v; want true, false", a.Val(), b.Val())
+	}
+	if n, _ := rel.Int(); n != 1 {
+		t.Fatalf("release t1 = %v, want 1", rel.Val())
+	}
+	if get.Err() != redis.Nil {
+		t.Fatalf("GET after the release = %q, %v; want nil", get.Val(), get.Err())
+	}
+	waitFor(t, func() bool { return count(c.onMasters("ord"), "(nil)") == 5 }, "no key left")
+
+	pipe = cl.Pipeline()
+	pipe.SetNX(ctx, "ord2", "t3", 10*time.Second)
+	get = pipe.Get(ctx, "ord2")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if get.Val() != "t3" {
+		t.Fatalf("GET pipelined after SET NX = %q, want t3", get.Val())
+	}
+}

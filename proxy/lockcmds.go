@@ -186,8 +186,10 @@ func argsIn(cmd []byte, i int) []byte {
 }
 
 func cmdGet(s *Server, c *client, args [][]byte) {
+	// Keyed, so that it runs after whatever this connection sent earlier
+	// on the key and is still waiting for its turn.
 	s.submit(c, &quorum.Request{
-		Kind: quorum.Read, Agg: quorum.AggValue, NKeys: 1,
+		Kind: quorum.Read, Agg: quorum.AggValue, NKeys: 1, Key: string(args[1]),
 		Cmd: batching.AppendCommand(nil, []byte("GET"), args[1]), T0: batching.Now(),
 	}, renderReply)
 }
@@ -198,16 +200,20 @@ func cmdPTTL(s *Server, c *client, args [][]byte) {
 		kind = renderTTLSecs
 	}
 	s.submit(c, &quorum.Request{
-		Kind: quorum.Read, Agg: quorum.AggValueTTL, NKeys: 1,
+		Kind: quorum.Read, Agg: quorum.AggValueTTL, NKeys: 1, Key: string(args[1]),
 		Cmd: quorum.GetTTLCommand(args[1]), T0: batching.Now(),
 	}, kind)
 }
 
 func cmdExists(s *Server, c *client, args [][]byte) {
-	s.submit(c, &quorum.Request{
+	r := &quorum.Request{
 		Kind: quorum.Read, Agg: quorum.AggKeys, NKeys: len(args) - 1,
 		Cmd: quorum.ExistsCommand(args[1:]), T0: batching.Now(),
-	}, renderReply)
+	}
+	if len(args) == 2 {
+		r.Key = string(args[1])
+	}
+	s.submit(c, r, renderReply)
 }
 
 func cmdDel(s *Server, c *client, args [][]byte) {
@@ -323,7 +329,7 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 		// masters: forward the client's own text (it hashes to that sha1).
 		r.Cmd = batching.AppendCommand(nil, append([][]byte{[]byte("EVAL"), args[1], args[2]}, args[3:]...)...)
 	}
-	if numKeys == 1 && sc.Kind != quorum.Read {
+	if numKeys == 1 { // reads too: after this connection's earlier commands on the key
 		k := argsIn(r.Cmd, 3)
 		r.Key = unsafe.String(unsafe.SliceData(k), len(k))
 	}

@@ -258,17 +258,22 @@ func TestKeySerialization(t *testing.T) {
 func TestKeyQueueReleasesGoFirst(t *testing.T) {
 	var kt keyTable
 	kt.init()
-	run := &Request{Key: "k", Exclusive: true}
-	a1 := &Request{Key: "k", Exclusive: true}
-	a2 := &Request{Key: "k", Exclusive: true}
-	rel := &Request{Key: "k"}
-	ext := &Request{Key: "k"}
+	w1, w2, w3 := NewWaiter(), NewWaiter(), NewWaiter()
+	run := &Request{Key: "k", Exclusive: true, w: w1}
+	a1 := &Request{Key: "k", Exclusive: true, w: w2}
+	a2 := &Request{Key: "k", Exclusive: true, w: w3}
+	rel := &Request{Key: "k", w: w1}
+	ext := &Request{Key: "k", w: w1}
+	// w3's own release stays behind w3's earlier SET NX: one connection's
+	// commands keep their order.
+	rel3 := &Request{Key: "k", w: w3}
 	kt.enter(run)
 	kt.enter(a1)
 	kt.enter(a2)
 	kt.enter(rel)
 	kt.enter(ext)
-	for i, want := range []*Request{rel, ext, a1, a2, nil} {
+	kt.enter(rel3)
+	for i, want := range []*Request{rel, ext, a1, a2, rel3, nil} {
 		if got := kt.leave("k"); got != want {
 			t.Fatalf("leave #%d: got %p, want %p", i, got, want)
 		}

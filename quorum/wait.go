@@ -125,14 +125,23 @@ func (t *keyTable) enter(r *Request) bool {
 		return true
 	}
 	if !r.Exclusive {
-		// Releases, extends and deletes go ahead of queued plain SET NX
-		// (all of them concurrent requests, which the proxy may order as
-		// it likes): a holder's release must not wait behind a crowd of
-		// acquisitions that cannot succeed until it is done.
+		// Releases, extends, deletes and reads go ahead of the plain SET
+		// NX that other connections queued (concurrent requests, which the
+		// proxy may order as it likes): a holder's release must not wait
+		// behind a crowd of acquisitions that cannot succeed until it is
+		// done. Never ahead of anything its own connection sent earlier:
+		// one client's pipeline runs in the order it was sent.
 		var prev *Request
-		at := q.head
-		for at != nil && !at.Exclusive {
-			prev, at = at, at.next
+		for at := q.head; at != nil; at = at.next {
+			if !at.Exclusive || at.w == r.w {
+				prev = at
+			}
+		}
+		var at *Request
+		if prev == nil {
+			at = q.head
+		} else {
+			at = prev.next
 		}
 		r.next = at
 		if prev == nil {
