@@ -53,12 +53,13 @@ var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 type masterStats struct {
 	addr string
 
-	up, queue, quarantinedUntil *metrics.Gauge // sampled at scrape
-	state                       [numStates]*metrics.Gauge
-	changes                     *metrics.Counter
-	errDial, errDown, errProbe  *metrics.Counter
-	batch, latency              *metrics.PrometheusHistogram
-	rtt                         *metrics.PrometheusHistogram // real commands, write to reply
+	up, queue, quarantinedUntil  *metrics.Gauge // sampled at scrape
+	state                        [numStates]*metrics.Gauge
+	changes                      *metrics.Counter
+	errDial, errDown, errProbe   *metrics.Counter
+	missTimeout, missDown, missQ *metrics.Counter // votes that did not count
+	batch, latency               *metrics.PrometheusHistogram
+	rtt                          *metrics.PrometheusHistogram // real commands, write to reply
 
 	lastLatency atomic.Int64 // ns of the last successful probe; 0: none yet
 	lastErr     atomic.Pointer[masterErr]
@@ -82,6 +83,9 @@ func newMasterStats(set *metrics.Set, i int, addr string) *masterStats {
 	ms.errDial = set.NewCounter("lockproxy_master_errors_total{" + l + `,type="dial"}`)
 	ms.errDown = set.NewCounter("lockproxy_master_errors_total{" + l + `,type="disconnect"}`)
 	ms.errProbe = set.NewCounter("lockproxy_master_errors_total{" + l + `,type="probe"}`)
+	ms.missTimeout = set.NewCounter("lockproxy_master_missed_votes_total{" + l + `,reason="timeout"}`)
+	ms.missDown = set.NewCounter("lockproxy_master_missed_votes_total{" + l + `,reason="unavailable"}`)
+	ms.missQ = set.NewCounter("lockproxy_master_missed_votes_total{" + l + `,reason="quarantined"}`)
 	ms.batch = set.NewPrometheusHistogramExt("lockproxy_master_batch_size{"+l+"}", batchBuckets)
 	ms.latency = set.NewPrometheusHistogramExt("lockproxy_master_latency_seconds{"+l+"}", latencyBuckets)
 	ms.rtt = set.NewPrometheusHistogramExt("lockproxy_master_rtt_seconds{"+l+"}", latencyBuckets)
@@ -99,6 +103,21 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 func (m *Metrics) OnBatch(i, ops int) {
 	if i < len(m.masters) {
 		m.masters[i].batch.Update(float64(ops))
+	}
+}
+
+// OnMiss is quorum.Config.OnMiss: a vote of master i that did not count.
+func (m *Metrics) OnMiss(i int, why quorum.Miss) {
+	if i >= len(m.masters) {
+		return
+	}
+	switch why {
+	case quorum.MissTimeout:
+		m.masters[i].missTimeout.Inc()
+	case quorum.MissQuarantined:
+		m.masters[i].missQ.Inc()
+	default:
+		m.masters[i].missDown.Inc()
 	}
 }
 

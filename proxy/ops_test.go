@@ -28,6 +28,7 @@ func withMetrics(m **proxy.Metrics) clusterOpt {
 		*m = proxy.NewMetrics(nil, qc.Masters)
 		pc.Metrics = *m
 		qc.OnBatch, qc.OnMasterState, qc.Dial = (*m).OnBatch, (*m).OnMasterState, (*m).Dial(nil)
+		qc.OnReply, qc.OnMiss = (*m).OnReply, (*m).OnMiss
 	}
 }
 
@@ -171,6 +172,8 @@ func TestMetricsAndInfoFollowASession(t *testing.T) {
 		`lockproxy_master_errors_total{master=` + addr(0) + `,type="disconnect"}`: 1,
 		`lockproxy_master_state_changes_total{master=` + addr(0) + `}`:            2, // up at start, then down
 		`lockproxy_requests_total{op="acquire",outcome="acquired"}`:               4,
+		// The dead master's vote on that acquisition did not count.
+		`lockproxy_master_missed_votes_total{master=` + addr(0) + `,reason="unavailable"}`: 1,
 	} {
 		if got := metric(s, series); got != want {
 			t.Errorf("after the kill: %s = %v, want %v", series, got, want)

@@ -61,6 +61,9 @@ type Config struct {
 	OnMasterState func(master int, up bool, err error)
 	// OnReply is told each master reply's round trip (batching.Options).
 	OnReply func(master int, rtt time.Duration)
+	// OnMiss is told each master vote that did not count, and why. It runs
+	// on the hot path with a request's lock held: it must only count.
+	OnMiss func(master int, why Miss)
 }
 
 // Validate checks the configuration and fills in defaults.

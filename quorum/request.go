@@ -126,6 +126,9 @@ func (r *Request) Complete(master int, rep batching.Reply, err error) {
 		}
 		r.errs[master] = err
 		r.failed++
+		if f := r.e.cfg.OnMiss; f != nil {
+			f(master, missKind(err))
+		}
 	} else {
 		r.state[master] = replied
 		r.replies[master] = rep
@@ -175,6 +178,9 @@ func (r *Request) expire() {
 		if r.state[i] == pending {
 			r.state[i] = failedBad
 			r.errs[i] = errNodeTimeout
+			if f := r.e.cfg.OnMiss; f != nil {
+				f(i, MissTimeout)
+			}
 			r.failed++
 		}
 	}
@@ -186,6 +192,23 @@ func (r *Request) expire() {
 }
 
 var errNodeTimeout = errors.New("no reply within node_timeout")
+
+// Miss says why a master's vote did not count, for metrics.
+type Miss uint8
+
+const (
+	MissTimeout     Miss = iota // no reply within node_timeout
+	MissUnavailable             // connection down, queue full, expired before written, LOADING/BUSY…
+	MissQuarantined             // the master's votes do not count yet
+)
+
+func missKind(err error) Miss {
+	var q *QuarantineError
+	if errors.As(err, &q) {
+		return MissQuarantined
+	}
+	return MissUnavailable
+}
 
 // tryDecide computes the outcome if it is certain; force decides with what
 // has arrived. r.mu is held. It returns true when it decided now.

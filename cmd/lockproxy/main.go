@@ -191,6 +191,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		Logger:        logger,
 		OnBatch:       pm.OnBatch,
 		OnReply:       pm.OnReply,
+		OnMiss:        pm.OnMiss,
 		OnMasterState: pm.OnMasterState,
 
 		Quarantine: cfg.Quorum.Quarantine == nil || *cfg.Quorum.Quarantine,
