@@ -206,23 +206,20 @@ func cmdPTTL(s *Server, c *client, args [][]byte) {
 }
 
 func cmdExists(s *Server, c *client, args [][]byte) {
-	r := &quorum.Request{
-		Kind: quorum.Read, Agg: quorum.AggKeys, NKeys: len(args) - 1,
-		Cmd: quorum.ExistsCommand(args[1:]), T0: batching.Now(),
-	}
-	if len(args) == 2 {
-		r.Key = string(args[1])
-	}
-	s.submit(c, r, renderReply)
+	s.submitKeys(c, quorum.Read, quorum.ExistsCommand(args[1:]), args[1:])
 }
 
 func cmdDel(s *Server, c *client, args [][]byte) {
-	r := &quorum.Request{
-		Kind: quorum.Release, Agg: quorum.AggKeys, NKeys: len(args) - 1,
-		Cmd: quorum.DelCommand(args[1:]), T0: batching.Now(),
-	}
-	if len(args) == 2 {
-		r.Key = string(args[1])
+	s.submitKeys(c, quorum.Release, quorum.DelCommand(args[1:]), args[1:])
+}
+
+// submitKeys submits a per-key command (EXISTS, DEL): the reply counts the
+// keys a quorum reported. A single key is serialized with the connection's
+// other commands on it.
+func (s *Server) submitKeys(c *client, kind quorum.Kind, cmd []byte, keys [][]byte) {
+	r := &quorum.Request{Kind: kind, Agg: quorum.AggKeys, NKeys: len(keys), Cmd: cmd, T0: batching.Now()}
+	if len(keys) == 1 {
+		r.Key = string(keys[0])
 	}
 	s.submit(c, r, renderReply)
 }
