@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/lockproxy/lockproxy/internal/evloop"
 )
 
 // waitGroupCompleter completes one op of a benchmark.
@@ -12,12 +14,25 @@ type wgCompleter struct{ wg *sync.WaitGroup }
 func (c wgCompleter) Complete(int, Reply, error) { c.wg.Done() }
 
 // BenchmarkPipeline: many goroutines submit SET to one real master through
-// one Pipeline and wait for their reply, as connections do. Reports the
-// mean batch size (ops per write): the point of the package.
+// one Pipeline and wait for their reply, as connections do, with a writer
+// and reader goroutine (goroutines) and on the event loop (loop). Reports
+// the mean batch size (ops per write): the point of the package.
 func BenchmarkPipeline(b *testing.B) {
+	b.Run("goroutines", func(b *testing.B) { benchmarkPipeline(b, nil) })
+	b.Run("loop", func(b *testing.B) {
+		l, err := evloop.New(quiet())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		benchmarkPipeline(b, l)
+	})
+}
+
+func benchmarkPipeline(b *testing.B, l *evloop.Loop) {
 	m := startForBench(b)
 	var writes, ops atomic.Int64
-	p := New(Options{Addr: m, Logger: quiet(), OnBatch: func(_, n int) { writes.Add(1); ops.Add(int64(n)) }})
+	p := New(Options{Addr: m, Logger: quiet(), Loop: l, OnBatch: func(_, n int) { writes.Add(1); ops.Add(int64(n)) }})
 	defer p.Close()
 	waitConnectedB(b, p)
 	cmd := AppendCommand(nil, []byte("SET"), []byte("k"), []byte("v"))

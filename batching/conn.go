@@ -119,44 +119,17 @@ func (p *Pipeline) writeLoop(conn net.Conn, readErr <-chan error) (err error, re
 			// commands before this write: one yield, no timer, so an idle
 			// proxy adds no delay, and under load batches grow.
 			runtime.Gosched()
-			p.mu.Lock()
-			batch := p.queue
-			p.queue = spare[:0]
-			p.mu.Unlock()
-			if len(batch) == 0 {
-				spare = batch
+			var more bool
+			spare, buf, _, more = p.takeBatch(spare, buf[:0])
+			if !more {
 				break
 			}
-			now := Now()
-			buf = buf[:0]
-			n := 0
-			for _, op := range batch {
-				if op.Deadline != 0 && op.Deadline < now {
-					if op.C != nil {
-						op.C.Complete(p.opt.Index, Reply{}, &MasterError{p.opt.Addr, ErrExpired})
-					}
-					continue
-				}
-				buf = append(buf, op.Cmd...)
-				op.written = now
-				batch[n] = op
-				n++
-			}
-			if n > 0 {
-				// Registered before the write, so the reader always finds
-				// the op its reply belongs to.
-				p.inflight.push(batch[:n])
-				if p.opt.OnBatch != nil {
-					p.opt.OnBatch(p.opt.Index, n)
-				}
+			if len(buf) > 0 {
 				conn.SetWriteDeadline(time.Now().Add(p.opt.StallTimeout))
 				if _, err := conn.Write(buf); err != nil {
-					clear(batch)
 					return err, false
 				}
 			}
-			clear(batch)
-			spare = batch[:0]
 			if cap(buf) > 1<<20 {
 				buf = nil // don't keep a huge buffer after a burst
 			}
@@ -164,11 +137,47 @@ func (p *Pipeline) writeLoop(conn net.Conn, readErr <-chan error) (err error, re
 	}
 }
 
+// takeBatch takes every queued op: those whose deadline passed complete
+// with ErrExpired, the others are registered as in flight (before they are
+// written, so the reader always finds the op its reply belongs to) and
+// appended to buf, to be written in one go. spare is the slice the queue
+// continues in; the emptied batch is returned for the next call. more is
+// false when nothing was queued.
+func (p *Pipeline) takeBatch(spare []Op, buf []byte) (next []Op, out []byte, n int, more bool) {
+	p.mu.Lock()
+	batch := p.queue
+	p.queue = spare[:0]
+	p.mu.Unlock()
+	if len(batch) == 0 {
+		return batch, buf, 0, false
+	}
+	now := Now()
+	for _, op := range batch {
+		if op.Deadline != 0 && op.Deadline < now {
+			if op.C != nil {
+				op.C.Complete(p.opt.Index, Reply{}, &MasterError{p.opt.Addr, ErrExpired})
+			}
+			continue
+		}
+		buf = append(buf, op.Cmd...)
+		op.written = now
+		batch[n] = op
+		n++
+	}
+	if n > 0 {
+		p.inflight.push(batch[:n])
+		if p.opt.OnBatch != nil {
+			p.opt.OnBatch(p.opt.Index, n)
+		}
+	}
+	clear(batch)
+	return batch[:0], buf, n, true
+}
+
 func (p *Pipeline) readLoop(conn net.Conn) error {
 	buf := make([]byte, 64<<10)
 	start, end := 0, 0
-	var done []Op
-	var replies []Reply
+	var sc scratch
 	lastRead := time.Now()
 	for {
 		conn.SetReadDeadline(time.Now().Add(p.opt.StallTimeout / 4))
@@ -190,42 +199,10 @@ func (p *Pipeline) readLoop(conn net.Conn) error {
 			}
 			return err
 		}
-		replies = replies[:0]
-		for start < end {
-			r, m, perr := parseReply(buf[start:end], 0)
-			if perr == errIncomplete {
-				break
-			}
-			if perr != nil {
-				return perr
-			}
-			replies = append(replies, r)
-			start += m
-		}
-		if len(replies) > 0 {
-			var ok bool
-			done, ok = p.inflight.pop(done[:0], len(replies))
-			if !ok {
-				return errors.New("protocol out of sync: more replies than commands written")
-			}
-			reload := false
-			now := Now()
-			for i, op := range done {
-				r := replies[i]
-				if p.opt.OnReply != nil {
-					p.opt.OnReply(p.opt.Index, time.Duration(now-op.written))
-				}
-				if r.Type == Error && bytes.HasPrefix(r.Str, []byte("NOSCRIPT")) {
-					reload = true
-				}
-				if op.C != nil {
-					op.C.Complete(p.opt.Index, r, nil)
-				}
-			}
-			clear(done)
-			if reload {
-				p.reloadInit()
-			}
+		m, perr := p.consume(buf[start:end], &sc)
+		start += m
+		if perr != nil {
+			return perr
 		}
 		if start == end {
 			start, end = 0, 0
@@ -244,6 +221,61 @@ func (p *Pipeline) readLoop(conn net.Conn) error {
 			}
 		}
 	}
+}
+
+// scratch is the reusable memory of consume.
+type scratch struct {
+	replies []Reply
+	done    []Op
+}
+
+// consume parses the complete replies at the start of b, hands each to the
+// op it answers (in the order the ops were written) and returns the bytes
+// it used. An error means the connection cannot be trusted any more.
+func (p *Pipeline) consume(b []byte, sc *scratch) (int, error) {
+	used := 0
+	sc.replies = sc.replies[:0]
+	for used < len(b) {
+		r, m, err := parseReply(b[used:], 0)
+		if err == errIncomplete {
+			break
+		}
+		if err != nil {
+			return used, err
+		}
+		sc.replies = append(sc.replies, r)
+		used += m
+	}
+	if len(sc.replies) == 0 {
+		return used, nil
+	}
+	done, ok := p.inflight.pop(sc.done[:0], len(sc.replies))
+	sc.done = done
+	if !ok {
+		return used, errors.New("protocol out of sync: more replies than commands written")
+	}
+	reload := false
+	if p.opt.OnReply != nil {
+		// One round trip per read, of its oldest reply's command: a
+		// histogram update per reply would cost more than the rest of
+		// the reply's handling.
+		p.opt.OnReply(p.opt.Index, time.Duration(Now()-done[0].written))
+	}
+	for i, op := range done {
+		r := sc.replies[i]
+		if r.Type == Error && bytes.HasPrefix(r.Str, []byte("NOSCRIPT")) {
+			reload = true
+		}
+		if op.C != nil {
+			op.C.Complete(p.opt.Index, r, nil)
+		}
+	}
+	clear(done)
+	clear(sc.replies)
+	if reload {
+		p.reloadInit()
+	}
+	return used, nil
 }
 
 // reloadInit queues the Init commands again after a master said NOSCRIPT:

@@ -22,6 +22,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/evloop"
 )
 
 // Completer receives the outcome of one submitted command: the master's
@@ -57,10 +59,9 @@ type MasterError struct {
 func (e *MasterError) Error() string { return "master " + e.Addr + ": " + e.Err.Error() }
 func (e *MasterError) Unwrap() error { return e.Err }
 
-var epoch = time.Now()
-
-// Now is the monotonic clock in nanoseconds, the one Op.Deadline uses.
-func Now() int64 { return int64(time.Since(epoch)) }
+// Now is the monotonic clock in nanoseconds, the one Op.Deadline uses (the
+// event loop's clock).
+func Now() int64 { return evloop.Now() }
 
 // Options configure a Pipeline. Zero values get the documented defaults.
 type Options struct {
@@ -90,7 +91,12 @@ type Options struct {
 	// OnReply is told each reply's round trip, from the write of its
 	// batch to the read of its reply, for metrics. It must not block.
 	OnReply func(index int, rtt time.Duration)
-	Logger  *slog.Logger
+	// Loop, when set, drives plain TCP connections (not TLS ones): the
+	// commands queued while the loop handles an iteration's events are
+	// written in one go after them, and replies are read and completed on
+	// the loop (see loopconn.go). nil: a writer and a reader goroutine.
+	Loop   *evloop.Loop
+	Logger *slog.Logger
 }
 
 // Pipeline is one master's ordered, batched connection.
@@ -105,6 +111,7 @@ type Pipeline struct {
 	up      bool       // a connection is established; Submit accepts
 	lastErr error      // why the master is down
 	closed  bool
+	flusher *loopConn // the connection the loop drives; nil in goroutine mode or while down
 
 	inflight fifo // written, awaiting replies; own lock
 }
@@ -176,7 +183,14 @@ func (p *Pipeline) Submit(op Op) error {
 	}
 	p.queue = append(p.queue, op)
 	first := len(p.queue) == 1
+	lc := p.flusher
 	p.mu.Unlock()
+	if lc != nil {
+		if first {
+			lc.loop.Kick(lc)
+		}
+		return nil
+	}
 	if first {
 		select {
 		case p.wake <- struct{}{}:
@@ -210,9 +224,13 @@ func (p *Pipeline) run() {
 		conn, err := p.connect()
 		if err == nil {
 			backoff = 50 * time.Millisecond
-			p.setState(true, nil)
-			err = p.serve(conn)
-			conn.Close()
+			if tc, ok := conn.(*net.TCPConn); ok && p.opt.Loop != nil {
+				err = p.serveLoop(tc) // up once the loop has it
+			} else {
+				p.setState(true, nil)
+				err = p.serve(conn)
+				conn.Close()
+			}
 		}
 		p.setState(false, err)
 		if p.isClosed() {

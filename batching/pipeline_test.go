@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/internal/redisproc"
 )
 
@@ -112,11 +113,28 @@ func waitConnected(t *testing.T, p *Pipeline) {
 	}
 }
 
-func TestPipelineOrderAndBatching(t *testing.T) {
+// bothModes runs a test with a writer and reader goroutine per connection
+// and with the connection on an event loop (Options.Loop): both are used,
+// for TLS and plain TCP masters.
+func bothModes(t *testing.T, test func(t *testing.T, with func(Options) Options)) {
+	t.Run("goroutines", func(t *testing.T) { test(t, func(o Options) Options { return o }) })
+	t.Run("loop", func(t *testing.T) {
+		l, err := evloop.New(quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Close) // after the pipelines the test closes
+		test(t, func(o Options) Options { o.Loop = l; return o })
+	})
+}
+
+func TestPipelineOrderAndBatching(t *testing.T) { bothModes(t, testPipelineOrderAndBatching) }
+
+func testPipelineOrderAndBatching(t *testing.T, with func(Options) Options) {
 	m := redisproc.ForTest(t, 1)[0]
 	var mu sync.Mutex
 	batches := 0
-	p := New(Options{Addr: m.Addr, Logger: quiet(), OnBatch: func(_, n int) { mu.Lock(); batches++; mu.Unlock() }})
+	p := New(with(Options{Addr: m.Addr, Logger: quiet(), OnBatch: func(_, n int) { mu.Lock(); batches++; mu.Unlock() }}))
 	defer p.Close()
 	waitConnected(t, p)
 	const n = 5000
@@ -151,8 +169,12 @@ func TestPipelineOrderAndBatching(t *testing.T) {
 }
 
 func TestPipelinePausedMasterBoundedAndRecovers(t *testing.T) {
+	bothModes(t, testPipelinePausedMasterBoundedAndRecovers)
+}
+
+func testPipelinePausedMasterBoundedAndRecovers(t *testing.T, with func(Options) Options) {
 	m := redisproc.ForTest(t, 1)[0]
-	p := New(Options{Addr: m.Addr, Logger: quiet(), QueueLimit: 100})
+	p := New(with(Options{Addr: m.Addr, Logger: quiet(), QueueLimit: 100}))
 	defer p.Close()
 	waitConnected(t, p)
 	if err := m.Pause(); err != nil {
@@ -190,8 +212,12 @@ func TestPipelinePausedMasterBoundedAndRecovers(t *testing.T) {
 }
 
 func TestPipelineKilledMasterFailsInflightAndRedials(t *testing.T) {
+	bothModes(t, testPipelineKilledMasterFailsInflightAndRedials)
+}
+
+func testPipelineKilledMasterFailsInflightAndRedials(t *testing.T, with func(Options) Options) {
 	m := redisproc.ForTest(t, 1)[0]
-	p := New(Options{Addr: m.Addr, Logger: quiet()})
+	p := New(with(Options{Addr: m.Addr, Logger: quiet()}))
 	defer p.Close()
 	waitConnected(t, p)
 	if err := m.Pause(); err != nil {
@@ -223,10 +249,12 @@ func TestPipelineKilledMasterFailsInflightAndRedials(t *testing.T) {
 	waitConnected(t, p)
 }
 
-func TestPipelineInitLoadsScripts(t *testing.T) {
+func TestPipelineInitLoadsScripts(t *testing.T) { bothModes(t, testPipelineInitLoadsScripts) }
+
+func testPipelineInitLoadsScripts(t *testing.T, with func(Options) Options) {
 	m := redisproc.ForTest(t, 1)[0]
 	body := `return 42`
-	p := New(Options{Addr: m.Addr, Logger: quiet(), Init: [][]byte{AppendCommand(nil, []byte("SCRIPT"), []byte("LOAD"), []byte(body))}})
+	p := New(with(Options{Addr: m.Addr, Logger: quiet(), Init: [][]byte{AppendCommand(nil, []byte("SCRIPT"), []byte("LOAD"), []byte(body))}}))
 	defer p.Close()
 	waitConnected(t, p)
 	rec := newRecorder(1)
