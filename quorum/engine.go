@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/evloop"
 )
 
 // Config configures an Engine. Zero values get the documented defaults.
@@ -64,6 +65,12 @@ type Config struct {
 	// OnMiss is told each master vote that did not count, and why. It runs
 	// on the hot path with a request's lock held: it must only count.
 	OnMiss func(master int, why Miss)
+	// Loop drives the plain TCP master connections and, through the proxy,
+	// plain TCP clients (see internal/evloop for why). nil: the Engine
+	// starts its own on Linux, or, with NoEventLoop or elsewhere, uses a
+	// goroutine per connection.
+	Loop        *evloop.Loop
+	NoEventLoop bool
 }
 
 // Validate checks the configuration and fills in defaults.
@@ -127,6 +134,8 @@ type Engine struct {
 	qmon       *quarantineMonitor // nil: quarantine off
 	undos      atomic.Int64       // undo commands sent
 	lost       atomic.Int64       // undo commands that could not be queued
+	loop       *evloop.Loop       // nil: goroutine per connection
+	ownLoop    bool               // the Engine started loop and closes it
 }
 
 // New starts an Engine; the masters are connected in the background and
@@ -135,7 +144,14 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, n: len(cfg.Masters), q: Size(len(cfg.Masters))}
+	e := &Engine{cfg: cfg, n: len(cfg.Masters), q: Size(len(cfg.Masters)), loop: cfg.Loop}
+	if e.loop == nil && !cfg.NoEventLoop && evloop.Supported {
+		l, err := evloop.New(cfg.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("quorum: starting the event loop: %w", err)
+		}
+		e.loop, e.ownLoop = l, true
+	}
 	e.quarantine = make([]atomic.Int64, e.n)
 	e.keys.init()
 	init := append([][]byte(nil), cfg.Auth...)
@@ -160,6 +176,7 @@ func New(cfg Config) (*Engine, error) {
 			OnState:    onState,
 			OnBatch:    cfg.OnBatch,
 			OnReply:    cfg.OnReply,
+			Loop:       e.loop,
 			Logger:     cfg.Logger,
 		}))
 	}
@@ -168,6 +185,10 @@ func New(cfg Config) (*Engine, error) {
 	}
 	return e, nil
 }
+
+// Loop is the event loop that drives the connections, nil when there is
+// none (goroutine per connection).
+func (e *Engine) Loop() *evloop.Loop { return e.loop }
 
 // N is the number of masters, Q the quorum.
 func (e *Engine) N() int { return e.n }
@@ -397,5 +418,8 @@ func (e *Engine) Close() {
 	}
 	for _, p := range e.pipes {
 		p.Close()
+	}
+	if e.ownLoop {
+		e.loop.Close()
 	}
 }

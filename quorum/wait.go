@@ -11,21 +11,36 @@ import (
 )
 
 // Waiter collects the requests of one client connection's pipeline and
-// waits for all of them. One per connection, reused: the connection
-// goroutine is the only one that calls Submit, Wait and Reset.
+// waits for all of them. One per connection, reused: only the connection's
+// goroutine (or, for a connection on the event loop, the loop) calls
+// Submit, Wait, Expire and Reset.
 type Waiter struct {
-	ch      chan struct{} // cap 1: pending reached zero
+	ch      chan struct{} // cap 1: pending reached zero, or poke
+	notify  func()        // instead of ch (NewWaiterFunc)
 	pending atomic.Int32
 	reqs    []*Request
 	timer   *time.Timer
 }
 
-// NewWaiter returns an idle Waiter.
+// NewWaiter returns an idle Waiter for Wait.
 func NewWaiter() *Waiter {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return &Waiter{ch: make(chan struct{}, 1), timer: t}
 }
+
+// NewWaiterFunc returns a Waiter that calls notify, from whichever
+// goroutine decided the request, when its last pending request is decided
+// and when a request it waits for got a new deadline (it was queued behind
+// its key and has now been sent): the caller then checks Pending and calls
+// Expire. It is for connections on an event loop, which must not block in
+// Wait.
+func NewWaiterFunc(notify func()) *Waiter {
+	return &Waiter{notify: notify}
+}
+
+// Pending is the number of submitted requests not yet decided.
+func (w *Waiter) Pending() int { return int(w.pending.Load()) }
 
 // Reset forgets the requests of the last Wait.
 func (w *Waiter) Reset() {
@@ -35,6 +50,10 @@ func (w *Waiter) Reset() {
 
 // poke wakes Wait to look at deadlines again.
 func (w *Waiter) poke() {
+	if w.notify != nil {
+		w.notify()
+		return
+	}
 	select {
 	case w.ch <- struct{}{}:
 	default:
@@ -43,10 +62,7 @@ func (w *Waiter) poke() {
 
 func (w *Waiter) signal() {
 	if w.pending.Add(-1) == 0 {
-		select {
-		case w.ch <- struct{}{}:
-		default:
-		}
+		w.poke()
 	}
 }
 
@@ -55,34 +71,46 @@ func (w *Waiter) signal() {
 // what enforces node_timeout, with one reusable timer per connection.
 func (e *Engine) Wait(w *Waiter) {
 	for w.pending.Load() > 0 {
-		earliest := int64(math.MaxInt64)
-		for _, r := range w.reqs {
-			if d := r.deadline.Load(); d != 0 && d < earliest && !r.Decided() {
-				earliest = d
-			}
+		next := e.Expire(w, batching.Now())
+		if w.pending.Load() == 0 {
+			return
 		}
-		if earliest == math.MaxInt64 {
+		if next == NoDeadline {
 			// Only requests queued behind others on their key: those
 			// others' waiters enforce their deadlines and hand over.
 			<-w.ch
 			continue
 		}
-		if wait := earliest - batching.Now(); wait > 0 {
-			w.timer.Reset(time.Duration(wait))
-			select {
-			case <-w.ch:
-				w.timer.Stop()
-				continue
-			case <-w.timer.C:
-			}
-		}
-		now := batching.Now()
-		for _, r := range w.reqs {
-			if d := r.deadline.Load(); d != 0 && d <= now && !r.Decided() {
-				r.expire()
-			}
+		w.timer.Reset(time.Duration(next - batching.Now()))
+		select {
+		case <-w.ch:
+			w.timer.Stop()
+		case <-w.timer.C:
 		}
 	}
+}
+
+// NoDeadline is what Expire returns when no request has a deadline.
+const NoDeadline = int64(math.MaxInt64)
+
+// Expire decides, with the votes that arrived, w's requests whose deadline
+// (node_timeout, bounded by the TTL) is past at now, and returns the
+// earliest deadline of those still undecided: NoDeadline when none has one
+// (they wait behind their keys; whoever sends them pokes w).
+func (e *Engine) Expire(w *Waiter, now int64) (next int64) {
+	next = NoDeadline
+	for _, r := range w.reqs {
+		d := r.deadline.Load()
+		if d == 0 || r.Decided() {
+			continue
+		}
+		if d <= now {
+			r.expire()
+			continue
+		}
+		next = min(next, d)
+	}
+	return next
 }
 
 // keyTable serializes requests per key: at most one quorum attempt per key
