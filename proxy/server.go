@@ -86,6 +86,8 @@ type Server struct {
 	accepted atomic.Int64
 	rejected atomic.Int64
 	protoErr atomic.Int64 // connections closed for a protocol error
+
+	frontState // plain TCP clients on the event loop (loopfront.go)
 }
 
 // shutdownWriteGrace bounds writing the last replies at shutdown.
@@ -134,8 +136,13 @@ func New(cfg Config) (*Server, error) {
 
 // Serve accepts clients on ln until Shutdown. It returns nil after
 // Shutdown. It may run on several listeners at once (plain and TLS: pass
-// a tls.NewListener).
+// a tls.NewListener). Clients of a plain TCP listener are served on the
+// engine's event loop when it has one (loopclient.go), others by redcon
+// with a goroutine each.
 func (s *Server) Serve(ln net.Listener) error {
+	if tl, ok := ln.(*net.TCPListener); ok && s.cfg.Engine.Loop() != nil {
+		return s.serveLoop(tl)
+	}
 	srv := redcon.NewServerNetwork("tcp", ln.Addr().String(), s.handle, s.accept, s.closed)
 	srv.AcceptError = func(err error) {
 		s.cfg.Logger.Warn("accept failed; retrying", "err", err)
@@ -177,6 +184,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		srv.Close() // stops accepting; redcon closes its connections once released
 	}
 	var err error
+	if lerr := s.stopLoopClients(ctx.Done()); lerr != nil {
+		err = fmt.Errorf("shutdown: %v: %w", lerr, ctx.Err())
+	}
 	select {
 	case <-s.idle:
 	case <-ctx.Done():
@@ -253,36 +263,53 @@ type client struct {
 }
 
 func (s *Server) accept(conn redcon.Conn) bool {
+	if msg := s.admit(); msg != "" {
+		conn.WriteError(msg)
+		return false
+	}
+	conn.SetContext(s.newClient(conn.RemoteAddr(), quorum.NewWaiter()))
+	return true
+}
+
+// admit counts a new connection in, or returns the error it gets (max
+// clients, shutting down) and counts it out.
+func (s *Server) admit() (reject string) {
 	if n := s.clients.Add(1); n > int64(s.cfg.MaxClients) {
 		s.clients.Add(-1)
 		s.rejected.Add(1)
-		conn.WriteError("ERR max number of clients reached (max_clients in config.toml)")
-		return false
+		return "ERR max number of clients reached (max_clients in config.toml)"
 	}
 	s.mu.Lock()
 	closing := s.closing
 	s.mu.Unlock()
 	if closing {
 		s.clients.Add(-1)
-		conn.WriteError("ERR lockproxy is shutting down")
-		return false
+		return "ERR lockproxy is shutting down"
 	}
 	s.accepted.Add(1)
 	s.cfg.Metrics.connections.Inc()
-	conn.SetContext(&client{
+	return ""
+}
+
+// gone counts an admitted connection out.
+func (s *Server) gone() {
+	s.clients.Add(-1)
+	s.cfg.Metrics.connections.Dec()
+}
+
+func (s *Server) newClient(addr string, w *quorum.Waiter) *client {
+	return &client{
 		id:     s.nextID.Add(1),
-		addr:   conn.RemoteAddr(),
+		addr:   addr,
 		authed: s.cfg.RequirePass == "",
 		since:  time.Now(),
-		w:      quorum.NewWaiter(),
-	})
-	return true
+		w:      w,
+	}
 }
 
 func (s *Server) closed(conn redcon.Conn, err error) {
 	if conn.Context() != nil {
-		s.clients.Add(-1)
-		s.cfg.Metrics.connections.Dec()
+		s.gone()
 	}
 }
 

@@ -1,0 +1,320 @@
+package proxy
+
+import (
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// pauseAt bounds what a client may send ahead while its pipeline waits for
+// the masters or for it to read its replies: past it, lockproxy stops
+// reading that socket (TCP then pushes back on the client) until the
+// pipeline is answered. 64 KiB holds over a thousand pipelined lock
+// commands; a single longer command still gets in once the client is idle.
+const pauseAt = 64 << 10
+
+// loopClient is one plain TCP client on the event loop. It runs the same
+// pipelines as redcon's handler (Server.handle): every complete command
+// read is parsed and submitted before any is waited for, replies are
+// written in order with one write, and the next pipeline starts once they
+// are out. The Waiter's notification kicks it (Run) when the last request
+// is decided. All of it runs on the loop.
+type loopClient struct {
+	evloop.Kicked
+	f    *front
+	c    *client
+	fd   int
+	g    respGuard
+	args [][]byte
+
+	out          []byte // replies not yet written
+	outOff       int
+	blockedSince int64  // evloop.Now() when the socket buffer filled; 0: not
+	events       uint32 // what fd is registered for
+
+	busy       bool  // the pipeline waits for quorum decisions
+	entered    bool  // the running pipeline counts in Server.active
+	eof        bool  // the client sent its last byte
+	closeAfter bool  // close once the replies are out (QUIT, shutdown, protocol error)
+	inlineErr  error // a malformed inline command ended the pipeline
+	closed     bool
+}
+
+func newLoopClient(f *front, fd int, addr string) *loopClient {
+	lc := &loopClient{f: f, fd: fd}
+	lc.c = f.s.newClient(addr, quorum.NewWaiterFunc(func() { f.loop.Kick(lc) }))
+	lc.g.init(f.s.cfg)
+	return lc
+}
+
+// OnEvent reads commands and writes replies as the socket allows.
+func (lc *loopClient) OnEvent(ev uint32) {
+	defer lc.recoverPanic()
+	if ev&(syscall.EPOLLERR|syscall.EPOLLHUP) != 0 {
+		lc.close() // reset or gone both ways: nobody to answer
+		return
+	}
+	if ev&evloop.Writable != 0 {
+		lc.flush()
+	}
+	if ev&evloop.Readable != 0 && !lc.closed && !lc.eof {
+		n, err := lc.g.fillFrom(lc.fd)
+		switch {
+		case err == syscall.EAGAIN:
+		case err != nil:
+			lc.close()
+			return
+		case n == 0:
+			lc.eof = true // answer what it sent, then close
+		}
+	}
+	lc.advance()
+	lc.setEvents()
+}
+
+// Run goes on once the pipeline's requests are decided (evloop.Task: the
+// Waiter kicked it), or enforces a request's new deadline.
+func (lc *loopClient) Run() {
+	defer lc.recoverPanic()
+	if !lc.busy {
+		return
+	}
+	if lc.c.w.Pending() > 0 {
+		lc.f.alarm.At(lc.f.s.cfg.Engine.Expire(lc.c.w, evloop.Now()))
+		return
+	}
+	lc.busy = false
+	delete(lc.f.waiting, lc)
+	if lc.closed {
+		lc.drop()
+		return
+	}
+	lc.finish()
+	lc.flush()
+	lc.advance()
+	lc.setEvents()
+}
+
+// advance starts pipelines while the connection is free: nothing waiting
+// for masters, every reply written.
+func (lc *loopClient) advance() {
+	for !lc.closed && !lc.busy && lc.outOff == len(lc.out) {
+		if lc.closeAfter {
+			lc.close()
+			return
+		}
+		data := lc.g.take()
+		if len(data) == 0 {
+			if err := lc.g.broken(); err != nil {
+				lc.protocolError(err.(*ProtocolError).Msg)
+				continue
+			}
+			if lc.eof {
+				lc.close()
+			}
+			return
+		}
+		lc.pipeline(data)
+		if !lc.busy {
+			lc.flush()
+		}
+	}
+}
+
+// pipeline parses and submits every command in data.
+func (lc *loopClient) pipeline(data []byte) {
+	s, c := lc.f.s, lc.c
+	if !s.enter() {
+		// Shutting down: nothing more reaches a master. One error per
+		// command, so that a pipelining client sees every reply.
+		for len(data) > 0 {
+			var err error
+			if lc.args, data, err = nextCommand(data, lc.args); err != nil {
+				break
+			}
+			if len(lc.args) > 0 {
+				lc.out = appendError(lc.out, "ERR lockproxy is shutting down")
+			}
+		}
+		lc.closeAfter = true
+		return
+	}
+	lc.entered = true
+	c.w.Reset()
+	c.slots = c.slots[:0]
+	c.localBuf = c.localBuf[:0]
+	for len(data) > 0 && !c.quit {
+		var err error
+		if lc.args, data, err = nextCommand(data, lc.args); err != nil {
+			lc.inlineErr = err
+			break
+		}
+		if len(lc.args) > 0 {
+			s.command(c, lc.args)
+		}
+	}
+	clear(lc.args)
+	if c.w.Pending() > 0 {
+		lc.busy = true
+		lc.f.waiting[lc] = struct{}{}
+		lc.f.alarm.At(s.cfg.Engine.Expire(c.w, evloop.Now()))
+		return
+	}
+	lc.finish()
+}
+
+// finish renders the pipeline's replies, in order, into lc.out.
+func (lc *loopClient) finish() {
+	s, c := lc.f.s, lc.c
+	for i := range c.slots {
+		lc.out = s.render(lc.out, c, &c.slots[i])
+		c.slots[i] = slot{}
+	}
+	c.slots = c.slots[:0]
+	c.w.Reset()
+	if cap(c.localBuf) > 1<<20 {
+		c.localBuf = nil // don't keep a burst's buffer
+	}
+	if lc.inlineErr != nil {
+		lc.countProtocolError(lc.inlineErr.(*ProtocolError).Msg)
+		lc.out = appendError(lc.out, "ERR Protocol error: "+lc.inlineErr.(*ProtocolError).Msg)
+		lc.closeAfter = true
+	}
+	lc.entered = false
+	if s.leave() || c.quit {
+		lc.closeAfter = true
+	}
+}
+
+// drop forgets the pipeline of a connection that closed while it waited.
+func (lc *loopClient) drop() {
+	for i := range lc.c.slots {
+		lc.c.slots[i] = slot{}
+	}
+	lc.c.slots = lc.c.slots[:0]
+	lc.c.w.Reset()
+	if lc.entered {
+		lc.entered = false
+		lc.f.s.leave()
+	}
+}
+
+// protocolError answers a broken stream, then the connection closes: it
+// cannot be trusted past the error.
+func (lc *loopClient) protocolError(msg string) {
+	lc.countProtocolError(msg)
+	lc.out = appendError(lc.out, "ERR Protocol error: "+msg)
+	lc.closeAfter = true
+	lc.flush()
+}
+
+func (lc *loopClient) countProtocolError(msg string) {
+	lc.f.s.protoErr.Add(1)
+	lc.f.s.cfg.Logger.Debug("client protocol error; closing its connection", "client", lc.c.addr, "err", msg)
+}
+
+// flush writes what it can of lc.out; the rest waits for Writable.
+func (lc *loopClient) flush() {
+	if lc.closed || lc.outOff == len(lc.out) {
+		return
+	}
+	n, err := evloop.Write(lc.fd, lc.out[lc.outOff:])
+	if err != nil && err != syscall.EAGAIN {
+		lc.close() // the client is gone
+		return
+	}
+	lc.outOff += n
+	if lc.outOff < len(lc.out) {
+		if lc.blockedSince == 0 {
+			lc.blockedSince = evloop.Now()
+			lc.f.stuck[lc] = struct{}{}
+			lc.f.alarm.At(lc.writeLimit())
+		}
+		return
+	}
+	if lc.blockedSince != 0 {
+		lc.blockedSince = 0
+		delete(lc.f.stuck, lc)
+	}
+	if cap(lc.out) > 1<<20 {
+		lc.out = nil // don't keep a burst's buffer
+	}
+	lc.out, lc.outOff = lc.out[:0], 0
+}
+
+// writeLimit is when a client that stopped reading is disconnected.
+func (lc *loopClient) writeLimit() int64 {
+	limit := lc.blockedSince + int64(lc.f.s.cfg.WriteTimeout)
+	if lc.f.closing {
+		limit = min(limit, lc.f.writeBy)
+	}
+	return limit
+}
+
+// setEvents registers for what the connection can use: reading unless the
+// client is done, broke the protocol, or sent too much ahead; writing while
+// replies wait for room.
+func (lc *loopClient) setEvents() {
+	if lc.closed {
+		return
+	}
+	var want uint32
+	ahead := lc.busy || lc.outOff < len(lc.out)
+	if !lc.eof && lc.g.err == nil && !(ahead && lc.g.unread() >= pauseAt) {
+		want |= evloop.Readable
+	}
+	if lc.outOff < len(lc.out) {
+		want |= evloop.Writable
+	}
+	if want != lc.events {
+		if err := lc.f.loop.Modify(lc.fd, want); err != nil {
+			lc.close()
+			return
+		}
+		lc.events = want
+	}
+}
+
+// close closes the socket at once. A pipeline still waiting for the
+// masters keeps counting in Server.active until it is decided (Run).
+func (lc *loopClient) close() {
+	if lc.closed {
+		return
+	}
+	lc.closed = true
+	lc.f.loop.Remove(lc.fd)
+	syscall.Close(lc.fd)
+	delete(lc.f.conns, lc)
+	delete(lc.f.stuck, lc)
+	lc.f.s.gone()
+	lc.out, lc.outOff = nil, 0
+	if lc.entered && !lc.busy {
+		lc.drop()
+	}
+	lc.f.checkDrained()
+}
+
+// recoverPanic keeps one bad request from stopping the loop: the client is
+// told and its connection closed, as on redcon's connections.
+func (lc *loopClient) recoverPanic() {
+	p := recover()
+	if p == nil {
+		return
+	}
+	lc.f.s.cfg.Logger.Error("panic serving a client; its connection is closed, others are unaffected",
+		"client", lc.c.addr, "panic", p, "stack", string(debug.Stack()))
+	if lc.entered && !lc.busy && lc.c.w.Pending() > 0 {
+		// Requests already submitted: count the pipeline until they are
+		// decided, then drop it (Run).
+		lc.busy = true
+		lc.f.waiting[lc] = struct{}{}
+		lc.f.alarm.At(evloop.Now() + int64(time.Second))
+	}
+	if !lc.closed {
+		evloop.Write(lc.fd, []byte("-ERR internal error in lockproxy; the connection is closed\r\n"))
+		lc.close()
+	}
+}
