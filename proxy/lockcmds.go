@@ -56,7 +56,7 @@ func parseSet(args [][]byte) (setOpts, string) {
 				return o, "ERR invalid expire time in 'set' command"
 			}
 			o.ttlValue = v
-			o.unit = map[string]quorum.TTLUnit{"px": quorum.Millis, "ex": quorum.Seconds, "pxat": quorum.UnixMillis, "exat": quorum.UnixSecs}[opt]
+			o.unit = ttlUnits[opt]
 			i++
 		default:
 			return o, "ERR syntax error: unknown SET option '" + clip(args[i]) + "'; " + setUsage
@@ -68,19 +68,34 @@ func parseSet(args [][]byte) (setOpts, string) {
 	return o, ""
 }
 
-// ttlOf converts a client's TTL to a duration, bounded by max_ttl. ok is
-// false with a client error when it is out of range.
+// ttlUnits maps SET's expiry options (lower case) to their unit.
+var ttlUnits = map[string]quorum.TTLUnit{"px": quorum.Millis, "ex": quorum.Seconds, "pxat": quorum.UnixMillis, "exat": quorum.UnixSecs}
+
+// ttlOf converts a client's TTL to a duration, bounded by max_ttl. The
+// message is a client error when it is out of range.
 func (s *Server) ttlOf(v int64, unit quorum.TTLUnit) (time.Duration, string) {
-	maxTTL := s.cfg.Engine.Config().MaxTTL
+	maxTTL := s.maxTTL
 	// Bound before converting, so huge values cannot overflow.
-	limit := map[quorum.TTLUnit]int64{quorum.Millis: maxTTL.Milliseconds(), quorum.Seconds: int64(maxTTL / time.Second)}
-	if l, rel := limit[unit]; rel && v > l {
+	limit, rel := int64(0), true
+	switch unit {
+	case quorum.Millis:
+		limit = maxTTL.Milliseconds()
+	case quorum.Seconds:
+		limit = int64(maxTTL / time.Second)
+	default:
+		rel = false
+	}
+	if rel && v > limit {
 		return 0, "ERR TTL " + strconv.FormatInt(v, 10) + unitName(unit) + " exceeds max_ttl " + maxTTL.String() + " (quorum.max_ttl in config.toml)"
 	}
-	if (unit == quorum.UnixMillis || unit == quorum.UnixSecs) && v > 1<<53 {
+	if !rel && v > 1<<53 {
 		return 0, "ERR invalid expire time"
 	}
-	ttl := quorum.TTLFrom(v, unit, time.Now())
+	var now time.Time
+	if !rel {
+		now = time.Now() // absolute units only: the wall clock costs a call
+	}
+	ttl := quorum.TTLFrom(v, unit, now)
 	if ttl > maxTTL {
 		return 0, "ERR TTL " + ttl.Round(time.Millisecond).String() + " exceeds max_ttl " + maxTTL.String() + " (quorum.max_ttl in config.toml)"
 	}

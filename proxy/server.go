@@ -67,6 +67,7 @@ type Server struct {
 	cfg     Config
 	scripts *scriptTable
 	start   time.Time
+	maxTTL  time.Duration // the engine's, read on every acquisition
 
 	clients atomic.Int64 // connected clients
 	nextID  atomic.Int64
@@ -129,7 +130,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Metrics = NewMetrics(nil, nil)
 	}
 	return &Server{
-		cfg: cfg, scripts: newScriptTable(cfg.Catalog), start: time.Now(),
+		cfg: cfg, scripts: newScriptTable(cfg.Catalog), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
 		conns: map[*clientConn]struct{}{}, idle: make(chan struct{}), release: make(chan struct{}),
 	}, nil
 }
