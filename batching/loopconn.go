@@ -4,8 +4,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -47,14 +45,6 @@ type loopConn struct {
 	blockedSince atomic.Int64 // Now() when a write found the socket full; 0: not blocked
 	done         chan error   // receives why the connection ended, once
 }
-
-var holdK = func() int {
-	n, err := strconv.Atoi(os.Getenv("LP_HOLDK"))
-	if err != nil {
-		return 1
-	}
-	return n
-}()
 
 // serveLoop hands conn to the loop and supervises it until it ends.
 func (p *Pipeline) serveLoop(conn *net.TCPConn) error {
