@@ -129,7 +129,8 @@ func (f *front) register(lc *loopClient) {
 
 // Fire enforces deadlines (evloop.Timer): requests past node_timeout are
 // decided with the votes that arrived, and clients that do not read their
-// replies within write_timeout (or, at shutdown, the grace) are closed.
+// replies within Config.WriteTimeout (or, at shutdown, the grace) are
+// closed.
 func (f *front) Fire(now int64) int64 {
 	next := evloop.Never
 	for lc := range f.waiting {
@@ -138,7 +139,7 @@ func (f *front) Fire(now int64) int64 {
 	for lc := range f.stuck {
 		limit := lc.writeLimit()
 		if now >= limit {
-			f.s.cfg.Logger.Debug("client does not read its replies; closing its connection (write_timeout)", "client", lc.c.addr)
+			f.s.cfg.Logger.Debug("client did not read its replies in time; its connection is closed", "client", lc.c.addr, "write_timeout", f.s.cfg.WriteTimeout)
 			lc.close()
 			continue
 		}
