@@ -91,6 +91,7 @@ func (p *Pipeline) serve(conn net.Conn) error {
 		}
 	}
 	// Whatever was written and not answered will not be answered.
+	p.markBroken(err)
 	for _, op := range p.inflight.drain() {
 		if op.C != nil {
 			op.C.Complete(p.opt.Index, Reply{}, &MasterError{p.opt.Addr, err})

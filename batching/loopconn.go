@@ -228,6 +228,7 @@ func (lc *loopConn) fail(err error) {
 	if p.flusher == lc {
 		p.flusher = nil
 	}
+	p.broken, p.lastErr = true, err
 	p.mu.Unlock()
 	for _, op := range p.inflight.drain() {
 		if op.C != nil {

@@ -112,6 +112,10 @@ type Pipeline struct {
 	lastErr error      // why the master is down
 	closed  bool
 	flusher *loopConn // the connection the loop drives; nil in goroutine mode or while down
+	// broken: the connection failed and its in-flight ops are being told;
+	// Submit refuses from then on (up is cleared once run() has logged it),
+	// so once a waiter heard the error the master counts as down.
+	broken bool
 
 	inflight fifo // written, awaiting replies; own lock
 }
@@ -173,7 +177,7 @@ func (p *Pipeline) Submit(op Op) error {
 	case p.closed:
 		p.mu.Unlock()
 		return &MasterError{p.opt.Addr, ErrClosed}
-	case !p.up:
+	case !p.up || p.broken:
 		err := p.lastErr
 		p.mu.Unlock()
 		return &MasterError{p.opt.Addr, fmt.Errorf("down (%w); redialling", err)}
@@ -254,13 +258,25 @@ func (p *Pipeline) isClosed() bool {
 	return p.closed
 }
 
+// markBroken makes Submit refuse before the in-flight ops of a failed
+// connection are told, so that none is accepted for a connection already
+// known dead.
+func (p *Pipeline) markBroken(err error) {
+	p.mu.Lock()
+	p.broken = true
+	p.lastErr = err
+	p.mu.Unlock()
+}
+
 // setState records the connection state; going down fails every queued
 // command with the same error (the first error wins, every waiter hears it).
 func (p *Pipeline) setState(up bool, err error) {
 	p.mu.Lock()
 	changed := p.up != up
 	p.up = up
-	if !up {
+	if up {
+		p.broken = false
+	} else {
 		if p.closed {
 			err = ErrClosed
 		}
