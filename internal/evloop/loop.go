@@ -92,11 +92,14 @@ func (l *Loop) Kick(t Task) {
 		return // already queued; it will see whatever the caller changed
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
 	l.tasks = append(l.tasks, t)
-	l.mu.Unlock()
 	l.work.Store(true)
 	if l.sleeping.Load() {
-		l.wake()
+		l.wake() // under mu: Close closes the eventfd only after closed is set
 	}
 }
 
@@ -109,11 +112,11 @@ func (l *Loop) Post(f func()) error {
 		return ErrClosed
 	}
 	l.posts = append(l.posts, f)
-	l.mu.Unlock()
 	l.work.Store(true)
 	if l.sleeping.Load() {
-		l.wake()
+		l.wake() // under mu, as in Kick
 	}
+	l.mu.Unlock()
 	return nil
 }
 

@@ -120,9 +120,9 @@ func (l *Loop) Close() {
 	}
 	l.closed = true
 	l.posts = append(l.posts, func() { l.quit = true })
-	l.mu.Unlock()
 	l.work.Store(true)
 	l.wake()
+	l.mu.Unlock()
 	<-l.done
 	syscall.Close(l.epfd)
 	syscall.Close(l.evfd)
