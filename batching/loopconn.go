@@ -34,12 +34,7 @@ type loopConn struct {
 	start  int
 	end    int
 	sc     scratch
-	// Batches written and not yet fully answered: cumulative op counts at
-	// the end of each, and of replies read.
-	ends     []int64
-	written  int64
-	answered int64
-	held     bool
+	held   bool // Run found a batch in flight: kick it again once answered
 
 	lastRead     atomic.Int64 // Now() of the last read, for stall detection
 	blockedSince atomic.Int64 // Now() when a write found the socket full; 0: not blocked
@@ -102,7 +97,7 @@ func (lc *loopConn) Run() {
 	if lc.closed || lc.outOff < len(lc.out) {
 		return // a write is pending: the rest waits in the queue (bounded)
 	}
-	if len(lc.ends) > 0 {
+	if lc.p.inflight.len() > 0 {
 		// One batch in flight per master: what arrives meanwhile waits for
 		// its replies and goes out with them, so a batch holds what came
 		// in during one round trip. Without a timer, this grows batches
@@ -116,8 +111,6 @@ func (lc *loopConn) Run() {
 	if n == 0 {
 		return
 	}
-	lc.written += int64(n)
-	lc.ends = append(lc.ends, lc.written)
 	lc.outOff = 0
 	lc.write()
 }
@@ -192,17 +185,9 @@ func (lc *loopConn) OnEvent(ev uint32) {
 	lc.lastRead.Store(Now())
 	m, err := lc.p.consume(lc.in[lc.start:lc.end], &lc.sc)
 	lc.start += m
-	lc.answered += int64(len(lc.sc.replies))
-	k := 0
-	for k < len(lc.ends) && lc.ends[k] <= lc.answered {
-		k++
-	}
-	if k > 0 {
-		lc.ends = append(lc.ends[:0], lc.ends[k:]...)
-		if lc.held {
-			lc.held = false
-			lc.loop.Kick(lc)
-		}
+	if lc.held && lc.p.inflight.len() == 0 {
+		lc.held = false
+		lc.loop.Kick(lc)
 	}
 	if err != nil {
 		lc.fail(err)

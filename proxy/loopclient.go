@@ -39,7 +39,7 @@ type loopClient struct {
 	entered    bool  // the running pipeline counts in Server.active
 	eof        bool  // the client sent its last byte
 	closeAfter bool  // close once the replies are out (QUIT, shutdown, protocol error)
-	inlineErr  error // a malformed inline command ended the pipeline
+	inlineErr  error // a malformed inline command ended the pipeline (a *ProtocolError)
 	closed     bool
 }
 
@@ -109,7 +109,8 @@ func (lc *loopClient) advance() {
 		data := lc.g.take()
 		if len(data) == 0 {
 			if err := lc.g.broken(); err != nil {
-				lc.protocolError(err.(*ProtocolError).Msg)
+				lc.protocolError(err)
+				lc.flush()
 				continue
 			}
 			if lc.eof {
@@ -179,9 +180,7 @@ func (lc *loopClient) finish() {
 		c.localBuf = nil // don't keep a burst's buffer
 	}
 	if lc.inlineErr != nil {
-		lc.countProtocolError(lc.inlineErr.(*ProtocolError).Msg)
-		lc.out = appendError(lc.out, "ERR Protocol error: "+lc.inlineErr.(*ProtocolError).Msg)
-		lc.closeAfter = true
+		lc.protocolError(lc.inlineErr)
 	}
 	lc.entered = false
 	if s.leave() || c.quit {
@@ -202,18 +201,14 @@ func (lc *loopClient) drop() {
 	}
 }
 
-// protocolError answers a broken stream, then the connection closes: it
-// cannot be trusted past the error.
-func (lc *loopClient) protocolError(msg string) {
-	lc.countProtocolError(msg)
-	lc.out = appendError(lc.out, "ERR Protocol error: "+msg)
-	lc.closeAfter = true
-	lc.flush()
-}
-
-func (lc *loopClient) countProtocolError(msg string) {
+// protocolError answers a broken stream after the replies before it; then
+// the connection closes: it cannot be trusted past the error.
+func (lc *loopClient) protocolError(err error) {
+	msg := err.(*ProtocolError).Msg
 	lc.f.s.protoErr.Add(1)
 	lc.f.s.cfg.Logger.Debug("client protocol error; closing its connection", "client", lc.c.addr, "err", msg)
+	lc.out = appendError(lc.out, "ERR Protocol error: "+msg)
+	lc.closeAfter = true
 }
 
 // flush writes what it can of lc.out; the rest waits for Writable.
