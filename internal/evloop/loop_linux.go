@@ -134,7 +134,13 @@ func (l *Loop) wake() {
 }
 
 func (l *Loop) run() {
+	// The loop keeps its thread while it runs, and gives it back when it
+	// ends: a goroutine that exits while locked makes Go end the thread,
+	// and the kernel sends Pdeathsig to every child that thread forked
+	// (a test's redis-server, started by whichever goroutine last ran on
+	// it, died when an engine was closed).
 	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	defer close(l.done)
 	events := make([]syscall.EpollEvent, 512)
 	var q queued

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -276,4 +277,29 @@ func TestPostAfterClose(t *testing.T) {
 	if err := l.Post(func() {}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Post after Close: %v, want ErrClosed", err)
 	}
+}
+
+// TestCloseKeepsThreadsChildren: a child forked on the loop's thread, with
+// Pdeathsig set as redisproc does, outlives Close. If the loop's goroutine
+// exited locked to its thread, Go would end the thread and the kernel would
+// kill the child (CI lost a test's redis-server that way).
+func TestCloseKeepsThreadsChildren(t *testing.T) {
+	l := newLoop(t)
+	started := make(chan error, 1)
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	l.Post(func() { started <- cmd.Start() }) // forks on the loop's thread
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	l.Close()
+	select {
+	case err := <-exited:
+		t.Fatalf("the child forked on the loop's thread died when the loop closed: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	cmd.Process.Kill()
+	<-exited
 }
