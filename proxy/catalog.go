@@ -451,7 +451,7 @@ func (sc ScriptConfig) script() (*Script, error) {
 		}
 		s.NoReply = batching.Reply{Type: batching.Integer, Int: v}
 	}
-	if s.Yes.IsYes(s.NoReply, 1) && s.Yes != quorum.YesNumKeys {
+	if s.Yes.IsYes(&s.NoReply, 1) && s.Yes != quorum.YesNumKeys {
 		return nil, fmt.Errorf("no_reply %s would itself be a yes vote under vote %q", sc.NoReply, sc.Vote)
 	}
 	return s, nil

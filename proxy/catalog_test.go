@@ -151,12 +151,12 @@ func TestBuiltins(t *testing.T) {
 					w.kind, w.yes, w.combine, w.ttlArg, w.unit, w.tokenArg, w.noReply)
 			}
 			for _, r := range w.yesRs {
-				if !s.Yes.IsYes(r, w.nkeys) {
+				if !s.Yes.IsYes(&r, w.nkeys) {
 					t.Errorf("%s: reply %v should be a yes vote", s.Name, r)
 				}
 			}
 			for _, r := range append(w.noRs, replyErr) {
-				if s.Yes.IsYes(r, w.nkeys) {
+				if s.Yes.IsYes(&r, w.nkeys) {
 					t.Errorf("%s: reply %v should not be a yes vote", s.Name, r)
 				}
 			}
@@ -200,7 +200,7 @@ func TestBuiltinInvariants(t *testing.T) {
 		if s.TTLArg != 0 && s.TTLUnit == 0 {
 			t.Errorf("%s: TTL without unit", s.Name)
 		}
-		if s.Yes.IsYes(s.NoReply, 1) || s.Yes.IsYes(s.NoReply, 2) {
+		if s.Yes.IsYes(&s.NoReply, 1) || s.Yes.IsYes(&s.NoReply, 2) {
 			t.Errorf("%s: NoReply %v is itself a yes vote", s.Name, s.NoReply)
 		}
 		// Bodies that normalize equal are one script to Match: they must

@@ -151,6 +151,18 @@ func (s *Server) submit(c *client, r *quorum.Request, kind renderKind) {
 	s.cfg.Engine.Submit(c.w, r)
 }
 
+// releaseSlots gives the rendered pipeline's requests back to the engine
+// and empties the slots. The waiter must be Reset first: it refers to them.
+func (c *client) releaseSlots() {
+	for i := range c.slots {
+		if r := c.slots[i].req; r != nil {
+			r.Release()
+		}
+		c.slots[i] = slot{}
+	}
+	c.slots = c.slots[:0]
+}
+
 // render appends slot sl's reply to out.
 func (s *Server) render(out []byte, c *client, sl *slot) []byte {
 	if sl.kind == renderLocal {

@@ -159,21 +159,13 @@ func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Durati
 	cmd := batching.AppendCommand(make([]byte, 0, 40+len(key)+len(token)), []byte("SET"), key, token, []byte("NX"), []byte("PX"), ms)
 	// Key and token alias the encoded command: no copies.
 	k, tok := argsIn(cmd, 1), argsIn(cmd, 2)
-	r := &quorum.Request{
-		Kind:      quorum.Acquire,
-		Agg:       quorum.AggVote,
-		Rule:      quorum.YesOK,
-		Key:       unsafe.String(unsafe.SliceData(k), len(k)),
-		NKeys:     1,
-		Cmd:       cmd,
-		UndoKeys:  [][]byte{k},
-		UndoToken: tok,
-		Exclusive: true,
-		NilIsNoop: true,
-		TTL:       ttl,
-		NoReply:   batching.ReplyNil,
-		T0:        t0,
-	}
+	r := quorum.NewRequest()
+	r.Kind, r.Agg, r.Rule = quorum.Acquire, quorum.AggVote, quorum.YesOK
+	r.Key = unsafe.String(unsafe.SliceData(k), len(k))
+	r.NKeys, r.Cmd = 1, cmd
+	r.UndoKeys, r.UndoToken = r.OneUndoKey(k), tok
+	r.Exclusive, r.NilIsNoop = true, true
+	r.TTL, r.NoReply, r.T0 = ttl, batching.ReplyNil, t0
 	s.submit(c, r, kind)
 }
 
@@ -304,10 +296,9 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 	s.cfg.Metrics.scriptHit()
 	keys := args[3 : 3+numKeys]
 	argv := args[3+numKeys:]
-	r := &quorum.Request{
-		Kind: sc.Kind, Agg: quorum.AggVote, Rule: sc.Yes, Combine: sc.Combine,
-		NKeys: numKeys, NoReply: sc.NoReply, NoIsNoop: sc.NoIsNoop, T0: t0,
-	}
+	r := quorum.NewRequest()
+	r.Kind, r.Agg, r.Rule, r.Combine = sc.Kind, quorum.AggVote, sc.Yes, sc.Combine
+	r.NKeys, r.NoReply, r.NoIsNoop, r.T0 = numKeys, sc.NoReply, sc.NoIsNoop, t0
 	if sc.TTLArg > 0 && sc.Kind != quorum.Read {
 		if sc.TTLArg > len(argv) {
 			c.errorf("ERR script %q expects its TTL in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TTLArg, len(argv))

@@ -172,10 +172,9 @@ func (lc *loopClient) finish() {
 	s, c := lc.f.s, lc.c
 	for i := range c.slots {
 		lc.out = s.render(lc.out, c, &c.slots[i])
-		c.slots[i] = slot{}
 	}
-	c.slots = c.slots[:0]
 	c.w.Reset()
+	c.releaseSlots()
 	if cap(c.localBuf) > 1<<20 {
 		c.localBuf = nil // don't keep a burst's buffer
 	}

@@ -367,8 +367,7 @@ func (s *Server) handle(conn redcon.Conn, first redcon.Command) {
 	if cap(c.out) > 1<<20 || cap(c.localBuf) > 1<<20 {
 		c.out, c.localBuf = nil, nil // don't keep a burst's buffers
 	}
-	for i := range c.slots {
-		c.slots[i] = slot{}
-	}
+	c.w.Reset()
+	c.releaseSlots()
 	closeAfter = c.quit
 }

@@ -263,6 +263,7 @@ func (e *Engine) describe(i int, err error) string {
 // r once w.Wait returns.
 func (e *Engine) Submit(w *Waiter, r *Request) {
 	r.e, r.w = e, w
+	r.refs.Store(1) // the submitter's, until Release
 	w.reqs = append(w.reqs, r)
 	w.pending.Add(1)
 	if r.Key != "" && !e.keys.enter(r) {
@@ -297,6 +298,7 @@ func (e *Engine) dispatch(r *Request) bool {
 	r.mu.Unlock()
 	r.deadline.Store(dl) // after inDispatch: an expiry now is finished by us
 	for i, p := range e.pipes {
+		r.ref() // dropped by the op's Complete, which may run at once on the loop
 		if err := p.Submit(batching.Op{Cmd: r.Cmd, Deadline: dl, C: r}); err != nil {
 			r.Complete(i, batching.Reply{}, err)
 		}
@@ -317,18 +319,22 @@ func (e *Engine) decided(r *Request) { e.finish(r) }
 // stack.
 func (e *Engine) finish(r *Request) {
 	for {
+		// Once signalled, r's submitter may Release it: hold r while its
+		// outcome decides the fate of the requests queued on its key.
+		r.ref()
 		decidedAt := batching.Now()
 		r.DecidedAt = decidedAt
 		r.done.Store(true)
 		holder := r // the request whose outcome is the key's current state
-		if r.Key == "" {
-			r.w.signal()
+		r.w.signal()
+		if holder.Key == "" {
+			holder.unref()
 			return
 		}
-		r.w.signal()
 		for {
 			next := e.keys.leave(holder.Key)
 			if next == nil {
+				holder.unref()
 				return
 			}
 			if next.Exclusive && holder.Exclusive && (holder.contended || holder.Validity > time.Duration(batching.Now()-decidedAt)) {
@@ -351,13 +357,16 @@ func (e *Engine) finish(r *Request) {
 				next.answerQueued(batching.Reply{}, holder.Err)
 				continue
 			}
+			w := next.w // next may be decided and released once sent
 			if e.dispatch(next) {
+				holder.unref()
 				r = next
 				break // finish next, then carry on with its key
 			}
 			// next is in flight; its decision continues the chain. Wake
 			// its connection so that it enforces next's new deadline.
-			next.w.poke()
+			w.poke()
+			holder.unref()
 			return
 		}
 	}

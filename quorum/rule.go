@@ -65,7 +65,7 @@ const (
 
 // IsYes applies the rule to one master's reply; nkeys is the number of keys
 // the command named.
-func (v VoteRule) IsYes(r batching.Reply, nkeys int) bool {
+func (v VoteRule) IsYes(r *batching.Reply, nkeys int) bool {
 	switch v {
 	case YesOK:
 		return r.IsOK()

@@ -14,7 +14,7 @@ import (
 func (r *Request) mostCommonNo() batching.Reply {
 	best, bestN := r.NoReply, 0
 	for i := 0; i < r.e.n; i++ {
-		if r.state[i] != replied || r.Rule.IsYes(r.replies[i], r.NKeys) {
+		if r.state[i] != replied || r.yesFrom[i] {
 			continue
 		}
 		c := 0
