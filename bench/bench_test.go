@@ -28,6 +28,7 @@ func TestRunDirect(t *testing.T) {
 	defer cancel()
 	res, err := Run(ctx, Config{
 		Masters:  3,
+		Rounds:   2,
 		Duration: d,
 		Warmup:   100 * time.Millisecond,
 		Targets:  []Target{Direct},
@@ -42,8 +43,8 @@ func TestRunDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if len(res.RedisBench) != 2 {
-		t.Fatalf("got %d redis-benchmark runs, want 2 (-P 1 and -P 16)", len(res.RedisBench))
+	if len(res.RedisBench) != 4 {
+		t.Fatalf("got %d redis-benchmark runs, want 4 (-P 1 and -P 16, 2 rounds)", len(res.RedisBench))
 	}
 	for _, r := range res.RedisBench {
 		if r.RPS <= 0 || r.Lat.P50 <= 0 || r.Lat.P50 > r.Lat.P99 || r.Lat.P99 > r.Lat.P999 {
@@ -53,8 +54,13 @@ func TestRunDirect(t *testing.T) {
 			t.Errorf("redis-benchmark -P %d: no client CPU measured", r.Pipeline)
 		}
 	}
-	if len(res.AcquireRelease) != 2 || len(res.HotKey) != 1 {
-		t.Fatalf("got %d acquire-release and %d hot-key runs, want 2 and 1", len(res.AcquireRelease), len(res.HotKey))
+	if len(res.AcquireRelease) != 4 || len(res.HotKey) != 1 {
+		t.Fatalf("got %d acquire-release and %d hot-key runs, want 4 (16 and 64 workers, 2 rounds) and 1", len(res.AcquireRelease), len(res.HotKey))
+	}
+	for i, r := range res.AcquireRelease {
+		if want := i%2 + 1; r.Round != want {
+			t.Errorf("acquire-release run %d (workers %d) is round %d, want %d", i, r.Workers, r.Round, want)
+		}
 	}
 	if res.Degraded != nil {
 		t.Error("degraded ran without lockproxy")
@@ -173,5 +179,37 @@ func TestProxyConfig(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("config lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestChecksJudgeTheMedianRound: with several rounds, a comparison is the
+// median of the rounds' ratios (each round's runs paired), not one lucky or
+// unlucky run, and every round's ratio is shown.
+func TestChecksJudgeTheMedianRound(t *testing.T) {
+	res := &Results{Config: Config{Rounds: 3}.withDefaults()}
+	for i, rps := range [][2]float64{{100, 40}, {100, 60}, {80, 41}} { // ratios 0.40, 0.60, 0.5125
+		res.RedisBench = append(res.RedisBench,
+			RedisBenchResult{Target: Direct, Pipeline: 1, Round: i + 1, RPS: rps[0]},
+			RedisBenchResult{Target: Lockproxy, Pipeline: 1, Round: i + 1, RPS: rps[1]})
+	}
+	// Round 3 of -P 16 lacks its lockproxy run: two ratios, 0.20 and 0.40.
+	for i, rps := range [][2]float64{{100, 20}, {100, 40}, {100, 0}} {
+		res.RedisBench = append(res.RedisBench, RedisBenchResult{Target: Direct, Pipeline: 16, Round: i + 1, RPS: rps[0]})
+		if rps[1] > 0 {
+			res.RedisBench = append(res.RedisBench, RedisBenchResult{Target: Lockproxy, Pipeline: 16, Round: i + 1, RPS: rps[1]})
+		}
+	}
+	cs := res.Checks()
+	if c := cs[0]; !c.Pass || c.Value != "0.51× (median of 3 rounds: 0.40, 0.60, 0.51)" {
+		t.Errorf("-P 1: %+v, want a pass on the median 0.51", c)
+	}
+	if c := cs[1]; !c.Pass || c.Value != "0.30× (median of 2 rounds: 0.20, 0.40)" {
+		t.Errorf("-P 16: %+v, want a pass on the mean of the two rounds that have both runs", c)
+	}
+	if got := res.findRedisBench(Lockproxy, 1); got == nil || got.Round != 3 {
+		t.Errorf("findRedisBench = %+v, want the median round (3, 41 req/s)", got)
+	}
+	if c := cs[2]; c.Measured() {
+		t.Errorf("acquire+release without runs: %+v, want not measured", c)
 	}
 }

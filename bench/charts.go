@@ -67,8 +67,8 @@ func (res *Results) throughputChart(path string) error {
 	ymax := 0.0
 	for _, t := range res.Config.Targets {
 		var xys plotter.XYs
-		for _, r := range res.AcquireRelease {
-			if r.Target == t {
+		for _, w := range res.Config.Workers {
+			if r := res.find(ScenarioAcquireRelease, t, w); r != nil { // the median round
 				xys = append(xys, plotter.XY{X: float64(r.Workers), Y: r.Throughput()})
 				ymax = max(ymax, r.Throughput())
 			}

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -55,33 +56,78 @@ func ratioCheck(what string, num, den float64, goal float64, atLeast bool, measu
 	return c
 }
 
-// Checks evaluates the targets of issue 3 on res.
+// roundsCheck judges the median of per-round ratios against goal, and
+// shows every round's.
+func roundsCheck(what string, ratios []float64, goal float64, atLeast bool) Check {
+	if len(ratios) == 0 {
+		return ratioCheck(what, 0, 0, goal, atLeast, false)
+	}
+	s := slices.Clone(ratios)
+	slices.Sort(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	c := ratioCheck(what, med, 1, goal, atLeast, true)
+	if len(ratios) > 1 {
+		each := make([]string, len(ratios))
+		for i, r := range ratios {
+			each[i] = fmt.Sprintf("%.2f", r)
+		}
+		c.Value += fmt.Sprintf(" (median of %d rounds: %s)", len(ratios), strings.Join(each, ", "))
+	}
+	return c
+}
+
+// roundRatios pairs the runs of two targets by round and returns
+// num(a)/den(b) for every round that has both, in round order.
+func roundRatios[T any](rs []T, round func(T) int, isNum, isDen func(T) bool, fig func(T) float64) []float64 {
+	nums, dens := map[int]float64{}, map[int]float64{}
+	var rounds []int
+	for _, r := range rs {
+		switch {
+		case isNum(r):
+			nums[round(r)] = fig(r)
+			rounds = append(rounds, round(r))
+		case isDen(r):
+			dens[round(r)] = fig(r)
+		}
+	}
+	var out []float64
+	for _, k := range rounds {
+		if d, ok := dens[k]; ok && d > 0 {
+			out = append(out, nums[k]/d)
+		}
+	}
+	return out
+}
+
+// Checks evaluates the targets of issue 3 on res. The comparisons of
+// scenarios 1 and 2 are the median of their rounds' ratios.
 func (res *Results) Checks() []Check {
 	var cs []Check
 	for _, p := range []struct {
 		pipeline int
 		goal     float64
 	}{{1, 0.5}, {16, 0.25}} {
-		lp, d := res.findRedisBench(Lockproxy, p.pipeline), res.findRedisBench(Direct, p.pipeline)
-		var num, den float64
-		if lp != nil && d != nil {
-			num, den = lp.RPS, d.RPS
+		is := func(t Target) func(RedisBenchResult) bool {
+			return func(r RedisBenchResult) bool { return r.Target == t && r.Pipeline == p.pipeline }
 		}
-		cs = append(cs, ratioCheck(fmt.Sprintf("redis-benchmark -c 50 -P %d req/s: lockproxy / direct", p.pipeline),
-			num, den, p.goal, true, lp != nil && d != nil))
+		ratios := roundRatios(res.RedisBench, func(r RedisBenchResult) int { return r.Round }, is(Lockproxy), is(Direct),
+			func(r RedisBenchResult) float64 { return r.RPS })
+		cs = append(cs, roundsCheck(fmt.Sprintf("redis-benchmark -c 50 -P %d req/s: lockproxy / direct", p.pipeline), ratios, p.goal, true))
 	}
 
 	w := slices.Max(res.Config.Workers)
-	lp, rs := res.find(ScenarioAcquireRelease, Lockproxy, w), res.find(ScenarioAcquireRelease, Redsync, w)
-	both := lp != nil && rs != nil
-	var lpT, rsT, lpP99, rsP99 float64
-	if both {
-		lpT, rsT = lp.Throughput(), rs.Throughput()
-		lpP99, rsP99 = float64(lp.Lat.Quantile(0.99)), float64(rs.Lat.Quantile(0.99))
+	is := func(t Target) func(LoadResult) bool {
+		return func(r LoadResult) bool { return r.Target == t && r.Workers == w && r.Variant == "" }
 	}
+	round := func(r LoadResult) int { return r.Round }
+	pairs := roundRatios(res.AcquireRelease, round, is(Lockproxy), is(Redsync), func(r LoadResult) float64 { return r.Throughput() })
+	p99s := roundRatios(res.AcquireRelease, round, is(Lockproxy), is(Redsync), func(r LoadResult) float64 { return float64(r.Lat.Quantile(0.99)) })
 	cs = append(cs,
-		ratioCheck(fmt.Sprintf("acquire+release, %d workers, pairs/s: lockproxy / redsync", w), lpT, rsT, 5, true, both),
-		ratioCheck(fmt.Sprintf("acquire+release, %d workers, p99 acquire: lockproxy / redsync", w), lpP99, rsP99, 0.5, false, both))
+		roundsCheck(fmt.Sprintf("acquire+release, %d workers, pairs/s: lockproxy / redsync", w), pairs, 5, true),
+		roundsCheck(fmt.Sprintf("acquire+release, %d workers, p99 acquire: lockproxy / redsync", w), p99s, 0.5, false))
 
 	hw := res.Config.HotWorkers
 	hlp := res.find(ScenarioHotKey, Lockproxy, hw)

@@ -33,6 +33,9 @@ type LoadResult struct {
 	// settings ("" for the main one).
 	Variant string
 	Workers int
+	// Round numbers the repetitions of scenario 2 from 1; 0 for the
+	// scenarios run once.
+	Round int
 	// Ops is the number of completed lock+unlock pairs started within the
 	// recorded window.
 	Ops int64

@@ -20,6 +20,7 @@ type RedisBenchResult struct {
 	Clients  int // -c
 	Pipeline int // -P
 	Requests int // -n
+	Round    int // 1-based (Config.Rounds)
 	// RPS is redis-benchmark's own throughput figure (requests per second).
 	RPS float64
 	// Latency quantiles as redis-benchmark reports them (per request; with

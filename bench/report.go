@@ -46,7 +46,9 @@ func (res *Results) Markdown(w io.Writer, command string) {
 	fmt.Fprintf(w, "Command: `%s`  \n", command)
 	fmt.Fprintf(w, "Machine: %s  \n", res.Machine)
 	fmt.Fprintf(w, "Setup: %d redis masters and lockproxy (node_timeout %v) on this machine, shared with the load generator; "+
-		"%v recorded per run after %v of warm-up; runs one after the other.\n\n", cfg.Masters, cfg.NodeTimeout, cfg.Duration, cfg.Warmup)
+		"%v recorded per run after %v of warm-up; runs one after the other. Scenarios 1 and 2 run %d rounds, each target once per round "+
+		"back to back; their targets are judged on the median of the rounds' ratios (one run swings ±10%% here), "+
+		"and the charts show the median round.\n\n", cfg.Masters, cfg.NodeTimeout, cfg.Duration, cfg.Warmup, cfg.Rounds)
 	fmt.Fprintf(w, "CPU columns are cores busy on average during the run (utime+stime from /proc/<pid>/stat); "+
 		"masters is the sum over all %d; client is the load generator (redis-benchmark, or the Go workload process); "+
 		"CPU µs/op is the CPU of all of them per operation. Latencies are in milliseconds.\n\n", cfg.Masters)
@@ -62,9 +64,9 @@ func (res *Results) Markdown(w io.Writer, command string) {
 
 	if len(res.RedisBench) > 0 {
 		fmt.Fprintf(w, "\n## 1. redis-benchmark `SET key:__rand_int__ val NX PX 10000`, -r %d\n\n", cfg.Keys)
-		fmt.Fprintf(w, "| target | clients | pipeline | req/s | p50 | p99 | p99.9 |%s\n|---|--:|--:|--:|--:|--:|--:|%s\n", cpuColumnsHead, cpuColumnsRule)
+		fmt.Fprintf(w, "| target | clients | pipeline | round | req/s | p50 | p99 | p99.9 |%s\n|---|--:|--:|--:|--:|--:|--:|--:|%s\n", cpuColumnsHead, cpuColumnsRule)
 		for _, r := range res.RedisBench {
-			fmt.Fprintf(w, "| %s | %d | %d | %.0f | %s | %s | %s |%s\n", r.Target, r.Clients, r.Pipeline, r.RPS,
+			fmt.Fprintf(w, "| %s | %d | %d | %d | %.0f | %s | %s | %s |%s\n", r.Target, r.Clients, r.Pipeline, r.Round, r.RPS,
 				fmtMs(r.Lat.P50), fmtMs(r.Lat.P99), fmtMs(r.Lat.P999), cpuCells(r.CPU, float64(r.Requests)))
 		}
 		fmt.Fprintf(w, "\nLatency is redis-benchmark's own, per request (with -P 16 a request waits for its whole pipeline); "+
@@ -124,6 +126,9 @@ func byWorkers(rs []LoadResult) []labeled {
 	rows := make([]labeled, len(rs))
 	for i := range rs {
 		rows[i] = labeled{fmt.Sprint(rs[i].Workers), &rs[i]}
+		if rs[i].Round > 0 {
+			rows[i].label += fmt.Sprintf(" · round %d", rs[i].Round)
+		}
 	}
 	return rows
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,11 @@ type Config struct {
 	// Workers are the worker counts of the acquire-release scenario.
 	// Default 16 and 64. The degraded scenario uses the largest.
 	Workers []int
+	// Rounds repeats scenarios 1 and 2, every target once per round, one
+	// right after the other, and the ratios of the targets are judged on
+	// their median over the rounds: on this shared 2-core machine one run
+	// of each swings by ±10%. Default 3.
+	Rounds int
 	// HotWorkers is the number of workers on the hot key. Default 64.
 	HotWorkers int
 	// Keys is the random key space of acquire-release and redis-benchmark.
@@ -74,6 +80,9 @@ func (c Config) withDefaults() Config {
 	}
 	if len(c.Workers) == 0 {
 		c.Workers = []int{16, 64}
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 3
 	}
 	if c.HotWorkers <= 0 {
 		c.HotWorkers = 64
@@ -196,12 +205,24 @@ func (res *Results) find(scenario string, t Target, workers int) *LoadResult {
 		}
 		return nil
 	}
+	var found []*LoadResult
 	for i := range rs {
 		if rs[i].Target == t && rs[i].Workers == workers && rs[i].Variant == "" {
-			return &rs[i]
+			found = append(found, &rs[i])
 		}
 	}
-	return nil
+	return medianOf(found, (*LoadResult).Throughput)
+}
+
+// medianOf returns the round with the median figure (the lower middle one
+// of an even count), nil for none.
+func medianOf[T any](rs []*T, figure func(*T) float64) *T {
+	if len(rs) == 0 {
+		return nil
+	}
+	s := slices.Clone(rs)
+	slices.SortStableFunc(s, func(a, b *T) int { return cmp.Compare(figure(a), figure(b)) })
+	return s[(len(s)-1)/2]
 }
 
 // findVariant is find for a Variant other than the main one.
@@ -218,14 +239,16 @@ func (res *Results) findVariant(scenario string, t Target, variant string, worke
 	return nil
 }
 
-// findRedisBench returns the redis-benchmark run of t with pipeline p.
+// findRedisBench returns the redis-benchmark run of t with pipeline p (the
+// median round).
 func (res *Results) findRedisBench(t Target, p int) *RedisBenchResult {
+	var found []*RedisBenchResult
 	for i := range res.RedisBench {
 		if res.RedisBench[i].Target == t && res.RedisBench[i].Pipeline == p {
-			return &res.RedisBench[i]
+			found = append(found, &res.RedisBench[i])
 		}
 	}
-	return nil
+	return medianOf(found, func(r *RedisBenchResult) float64 { return r.RPS })
 }
 
 // Err joins the errors of the failed runs, nil when every run worked.

@@ -33,31 +33,38 @@ func (r *runner) redisBenchmark(ctx context.Context) {
 	const clients = 50
 	limit := 4*r.cfg.Duration + 30*time.Second
 	for _, pipeline := range []int{1, 16} {
-		for _, t := range []Target{Direct, Lockproxy} {
-			if !r.cfg.uses(t) {
-				continue
+		for round := 1; round <= r.cfg.Rounds; round++ {
+			for _, t := range []Target{Direct, Lockproxy} {
+				if !r.cfg.uses(t) {
+					continue
+				}
+				r.redisBenchmarkRun(ctx, t, clients, pipeline, round, limit)
 			}
-			addr := r.c.masters[0].Addr
-			if t == Lockproxy {
-				addr = r.c.proxy.addr
-			}
-			cal, err := runRedisBenchmark(ctx, addr, clients, pipeline, max(2000, clients*pipeline*40), r.cfg.Keys, r.prefix(), r.meter, limit)
-			if err != nil {
-				r.fail("redis-benchmark %s -P %d calibration: %v", t, pipeline, err)
-				continue
-			}
-			n := max(1000, int(cal.RPS*r.cfg.Duration.Seconds()))
-			res, err := runRedisBenchmark(ctx, addr, clients, pipeline, n, r.cfg.Keys, r.prefix(), r.meter, limit)
-			if err != nil {
-				r.fail("redis-benchmark %s -P %d: %v", t, pipeline, err)
-				continue
-			}
-			res.Target = t
-			r.res.RedisBench = append(r.res.RedisBench, res)
-			fmt.Fprintf(r.cfg.Log, "lockbench: redis-benchmark %-9s -c %d -P %-2d %9.0f req/s  p50 %v  p99 %v\n",
-				t, clients, pipeline, res.RPS, res.Lat.P50.Round(time.Microsecond), res.Lat.P99.Round(time.Microsecond))
 		}
 	}
+}
+
+// redisBenchmarkRun is one calibrated redis-benchmark run of scenario 1.
+func (r *runner) redisBenchmarkRun(ctx context.Context, t Target, clients, pipeline, round int, limit time.Duration) {
+	addr := r.c.masters[0].Addr
+	if t == Lockproxy {
+		addr = r.c.proxy.addr
+	}
+	cal, err := runRedisBenchmark(ctx, addr, clients, pipeline, max(2000, clients*pipeline*40), r.cfg.Keys, r.prefix(), r.meter, limit)
+	if err != nil {
+		r.fail("redis-benchmark %s -P %d calibration: %v", t, pipeline, err)
+		return
+	}
+	n := max(1000, int(cal.RPS*r.cfg.Duration.Seconds()))
+	res, err := runRedisBenchmark(ctx, addr, clients, pipeline, n, r.cfg.Keys, r.prefix(), r.meter, limit)
+	if err != nil {
+		r.fail("redis-benchmark %s -P %d: %v", t, pipeline, err)
+		return
+	}
+	res.Target, res.Round = t, round
+	r.res.RedisBench = append(r.res.RedisBench, res)
+	fmt.Fprintf(r.cfg.Log, "lockbench: redis-benchmark %-9s -c %d -P %-2d round %d  %9.0f req/s  p50 %v  p99 %v\n",
+		t, clients, pipeline, round, res.RPS, res.Lat.P50.Round(time.Microsecond), res.Lat.P99.Round(time.Microsecond))
 }
 
 // load runs one Go workload against target t.
@@ -81,14 +88,17 @@ func (r *runner) load(ctx context.Context, name string, t Target, spec loadSpec)
 // acquireRelease is scenario 2.
 func (r *runner) acquireRelease(ctx context.Context) {
 	for _, w := range r.cfg.Workers {
-		for _, t := range r.cfg.Targets {
-			spec := loadSpec{workers: w, warmup: r.cfg.Warmup, duration: r.cfg.Duration, keys: r.cfg.Keys, prefix: r.prefix()}
-			res, err := r.load(ctx, ScenarioAcquireRelease, t, spec)
-			if err != nil {
-				r.fail("%v", err)
-			}
-			if res != nil {
-				r.res.AcquireRelease = append(r.res.AcquireRelease, *res)
+		for round := 1; round <= r.cfg.Rounds; round++ {
+			for _, t := range r.cfg.Targets {
+				spec := loadSpec{workers: w, warmup: r.cfg.Warmup, duration: r.cfg.Duration, keys: r.cfg.Keys, prefix: r.prefix()}
+				res, err := r.load(ctx, ScenarioAcquireRelease, t, spec)
+				if err != nil {
+					r.fail("%v", err)
+				}
+				if res != nil {
+					res.Round = round
+					r.res.AcquireRelease = append(r.res.AcquireRelease, *res)
+				}
 			}
 		}
 	}

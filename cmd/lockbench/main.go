@@ -38,15 +38,16 @@ func run() int {
 		targets  = flag.String("targets", "", "comma-separated targets (default all): lockproxy,redsync,direct")
 		binary   = flag.String("lockproxy", "", "lockproxy binary to run (default: build ./cmd/lockproxy)")
 		masters  = flag.Int("masters", 5, "number of redis masters")
+		rounds   = flag.Int("rounds", 3, "rounds of scenarios 1 and 2; their ratios are judged on the median round (-quick: 1)")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "lockbench: unexpected arguments %q\n", flag.Args())
 		return 2
 	}
-	cfg := bench.Config{Masters: *masters, Duration: *duration, LockproxyBin: *binary, Log: os.Stderr}
+	cfg := bench.Config{Masters: *masters, Duration: *duration, Rounds: *rounds, LockproxyBin: *binary, Log: os.Stderr}
 	if *quick {
-		cfg.Duration, cfg.Warmup = time.Second, 250*time.Millisecond
+		cfg.Duration, cfg.Warmup, cfg.Rounds = time.Second, 250*time.Millisecond, 1
 	}
 	cfg.Scenarios = split(*only)
 	for _, s := range cfg.Scenarios {
