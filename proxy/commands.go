@@ -75,7 +75,7 @@ func (s *Server) command(c *client, args [][]byte) {
 		return
 	}
 	if (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity) {
-		c.errorf("ERR wrong number of arguments for '%s' command", name)
+		c.errorf("ERR wrong number of arguments for '%s' command", string(name)) // a copy: name is on the stack
 		return
 	}
 	spec.fn(s, c, args)

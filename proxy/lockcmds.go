@@ -156,10 +156,10 @@ func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Durati
 		return
 	}
 	ms := strconv.AppendInt(make([]byte, 0, 20), ttl.Milliseconds(), 10)
-	cmd := batching.AppendCommand(make([]byte, 0, 40+len(key)+len(token)), []byte("SET"), key, token, []byte("NX"), []byte("PX"), ms)
+	r := quorum.NewRequest()
+	cmd := batching.AppendCommand(r.CmdBuffer(96+len(key)+len(token)), []byte("SET"), key, token, []byte("NX"), []byte("PX"), ms)
 	// Key and token alias the encoded command: no copies.
 	k, tok := argsIn(cmd, 1), argsIn(cmd, 2)
-	r := quorum.NewRequest()
 	r.Kind, r.Agg, r.Rule = quorum.Acquire, quorum.AggVote, quorum.YesOK
 	r.Key = unsafe.String(unsafe.SliceData(k), len(k))
 	r.NKeys, r.Cmd = 1, cmd
@@ -322,7 +322,11 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 	}
 	// The catalogued body is what every master has loaded: forward by its
 	// sha1. Keys and the token alias the encoded command.
-	r.Cmd = quorum.AppendEvalSHA(nil, sc.SHA1, keys, argv)
+	size := 64 + len(sc.SHA1)
+	for _, a := range args[3:] {
+		size += len(a) + 16
+	}
+	r.Cmd = quorum.AppendEvalSHA(r.CmdBuffer(size), sc.SHA1, keys, argv)
 	if sc.RunAs != "" {
 		maxTTL := strconv.AppendInt(nil, s.cfg.Engine.Config().MaxTTL.Milliseconds(), 10)
 		r.Cmd = quorum.AppendEvalSHA(nil, sc.RunAs, keys, append(append([][]byte(nil), argv...), maxTTL))

@@ -72,6 +72,7 @@ type Request struct {
 	e        *Engine
 	w        *Waiter
 	undoKey  [1][]byte    // OneUndoKey's storage
+	buf      []byte       // CmdBuffer's storage, kept when recycled
 	pooled   bool         // from NewRequest: back to the pool when refs reach 0
 	refs     atomic.Int32 // the submitter's, one per op sent, finish's (see Release)
 	deadline atomic.Int64 // batching.Now() deadline, set at dispatch
@@ -129,6 +130,19 @@ func NewRequest() *Request {
 // outcome, are simply not released.
 func (r *Request) Release() { r.unref() }
 
+// CmdBuffer returns an empty slice with room for n bytes, for Cmd: a pooled
+// Request keeps it for the next command once recycled, when nothing (a
+// master's queue, the key table) refers to it any more.
+func (r *Request) CmdBuffer(n int) []byte {
+	if cap(r.buf) < n {
+		r.buf = make([]byte, 0, max(n, 64))
+	}
+	return r.buf[:0]
+}
+
+// maxKeptBuffer bounds the command buffer a recycled Request keeps.
+const maxKeptBuffer = 4 << 10
+
 // OneUndoKey returns UndoKeys for a single key without allocating.
 func (r *Request) OneUndoKey(k []byte) [][]byte {
 	r.undoKey[0] = k
@@ -142,7 +156,12 @@ func (r *Request) unref() {
 		if onRecycle != nil {
 			onRecycle(r)
 		}
+		buf := r.buf[:0]
+		if cap(buf) > maxKeptBuffer {
+			buf = nil
+		}
 		*r = Request{}
+		r.buf = buf
 		requestPool.Put(r)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/lockproxy/lockproxy/batching"
 )
@@ -277,5 +278,42 @@ func TestKeyQueueReleasesGoFirst(t *testing.T) {
 		if got := kt.leave("k"); got != want {
 			t.Fatalf("leave #%d: got %p, want %p", i, got, want)
 		}
+	}
+}
+
+// TestKeyTableOwnsItsKeys: a request's Key aliases its command buffer,
+// which is recycled with the request while the key can stay busy with the
+// requests queued behind it. The table must keep its own copy.
+func TestKeyTableOwnsItsKeys(t *testing.T) {
+	var kt keyTable
+	kt.init()
+	bufA, bufB := []byte("lock:1"), []byte("lock:1")
+	alias := func(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+	a := &Request{Key: alias(bufA), Exclusive: true}
+	b := &Request{Key: alias(bufB), Exclusive: true}
+	if !kt.enter(a) || kt.enter(b) {
+		t.Fatal("a runs, b waits")
+	}
+	if kt.leave(a.Key) != b {
+		t.Fatal("b runs after a")
+	}
+	copy(bufA, "zzzz:9") // a is recycled for another key
+	if kt.enter(&Request{Key: "zzzz:9", Exclusive: true}) != true {
+		t.Fatal("a key nobody holds must be free")
+	}
+	if kt.enter(&Request{Key: "lock:1", Exclusive: true}) {
+		t.Fatal("lock:1 is still busy with b: a new request must wait")
+	}
+	for range 2 {
+		kt.leave(b.Key)
+	}
+	if !kt.enter(&Request{Key: "lock:1"}) {
+		t.Fatal("lock:1 should be free once its queue is done")
+	}
+	// Freed queues are reused for other keys.
+	kt.leave("lock:1")
+	kt.leave("zzzz:9")
+	if !kt.enter(&Request{Key: "other"}) || kt.enter(&Request{Key: "other"}) {
+		t.Fatal("a reused queue must serve its new key")
 	}
 }

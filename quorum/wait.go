@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/lockproxy/lockproxy/batching"
 )
@@ -122,13 +123,22 @@ type keyTable struct {
 }
 
 type keyShard struct {
-	mu sync.Mutex // protects m
-	m  map[string]*keyQueue
+	mu   sync.Mutex // protects m and free
+	m    map[string]*keyQueue
+	free []*keyQueue // of keys no longer busy, for reuse
 }
 
 // keyQueue is the FIFO of requests waiting for a busy key (the running one
-// is not in it).
-type keyQueue struct{ head, tail *Request }
+// is not in it). The map's key is key, which the queue owns: the requests'
+// Key strings alias their commands, which are recycled with them while the
+// key may stay busy with the requests behind.
+type keyQueue struct {
+	head, tail *Request
+	key        []byte
+}
+
+// maxFreeQueues bounds each shard's free list.
+const maxFreeQueues = 256
 
 func (t *keyTable) init() {
 	t.seed = maphash.MakeSeed()
@@ -149,7 +159,13 @@ func (t *keyTable) enter(r *Request) bool {
 	defer s.mu.Unlock()
 	q, busy := s.m[r.Key]
 	if !busy {
-		s.m[r.Key] = &keyQueue{}
+		if n := len(s.free); n > 0 {
+			q, s.free = s.free[n-1], s.free[:n-1]
+		} else {
+			q = &keyQueue{}
+		}
+		q.key = append(q.key[:0], r.Key...)
+		s.m[unsafe.String(unsafe.SliceData(q.key), len(q.key))] = q
 		return true
 	}
 	if !r.Exclusive {
@@ -198,8 +214,14 @@ func (t *keyTable) leave(key string) *Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.m[key]
-	if q == nil || q.head == nil {
+	if q == nil {
+		return nil
+	}
+	if q.head == nil {
 		delete(s.m, key)
+		if len(s.free) < maxFreeQueues && cap(q.key) <= 1024 {
+			s.free = append(s.free, q)
+		}
 		return nil
 	}
 	r := q.head
