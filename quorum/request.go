@@ -82,19 +82,21 @@ type Request struct {
 	// before the decision is published.
 	contended bool
 
-	mu         sync.Mutex // protects the fields below
+	// Protects the fields below. Those every Complete touches come first,
+	// next to it, to share its cache line.
+	mu         sync.Mutex
 	dispatched bool
 	inDispatch bool // decided while dispatch was still submitting
 	decidedIn  bool
-	undoing    bool   // a failed acquisition: undo each master once its part is known
-	undoCmd    []byte // built on first use
+	undoing    bool // a failed acquisition: undo each master once its part is known
 	state      [MaxMasters]uint8
-	replies    [MaxMasters]batching.Reply
 	yesFrom    [MaxMasters]bool // AggVote: replies[i] is a yes by Rule
-	errs       [MaxMasters]error
-	answered   int // masters that replied
-	failed     int // masters that will not reply (error, timeout, down)
+	answered   int              // masters that replied
+	failed     int              // masters that will not reply (error, timeout, down)
 	yes        int
+	undoCmd    []byte // built on first use
+	replies    [MaxMasters]batching.Reply
+	errs       [MaxMasters]error
 }
 
 // Per-master state of a request.

@@ -12,6 +12,21 @@ import (
 // run with r.mu held.
 
 func (r *Request) mostCommonNo() batching.Reply {
+	// Fast path: every non-yes reply is nil (a contended SET NX).
+	nils, others := 0, 0
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied || r.yesFrom[i] {
+			continue
+		}
+		if r.replies[i].Type == batching.Nil {
+			nils++
+		} else {
+			others++
+		}
+	}
+	if others == 0 && nils > 0 {
+		return batching.ReplyNil
+	}
 	best, bestN := r.NoReply, 0
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] != replied || r.yesFrom[i] {
