@@ -155,11 +155,8 @@ func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Durati
 		}
 		return
 	}
-	ms := strconv.AppendInt(make([]byte, 0, 20), ttl.Milliseconds(), 10)
 	r := quorum.NewRequest()
-	cmd := batching.AppendCommand(r.CmdBuffer(96+len(key)+len(token)), []byte("SET"), key, token, []byte("NX"), []byte("PX"), ms)
-	// Key and token alias the encoded command: no copies.
-	k, tok := argsIn(cmd, 1), argsIn(cmd, 2)
+	cmd, k, tok := appendSetNX(r.CmdBuffer(96+len(key)+len(token)), key, token, ttl.Milliseconds())
 	r.Kind, r.Agg, r.Rule = quorum.Acquire, quorum.AggVote, quorum.YesOK
 	r.Key = unsafe.String(unsafe.SliceData(k), len(k))
 	r.NKeys, r.Cmd = 1, cmd
@@ -167,6 +164,29 @@ func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Durati
 	r.Exclusive, r.NilIsNoop = true, true
 	r.TTL, r.NoReply, r.T0 = ttl, batching.ReplyNil, t0
 	s.submit(c, r, kind)
+}
+
+// appendSetNX appends SET key token NX PX ms, encoded, to dst, and returns
+// it with the key and the token as slices of it (they alias the command:
+// no copies).
+func appendSetNX(dst, key, token []byte, ms int64) (cmd, k, tok []byte) {
+	arg := func(b []byte) int {
+		dst = append(dst, '$')
+		dst = strconv.AppendInt(dst, int64(len(b)), 10)
+		dst = append(dst, '\r', '\n')
+		at := len(dst)
+		dst = append(append(dst, b...), '\r', '\n')
+		return at
+	}
+	dst = append(dst, "*6\r\n$3\r\nSET\r\n"...)
+	ko := arg(key)
+	to := arg(token)
+	dst = append(dst, "$2\r\nNX\r\n$2\r\nPX\r\n$"...)
+	var digits [20]byte
+	msb := strconv.AppendInt(digits[:0], ms, 10)
+	dst = strconv.AppendInt(dst, int64(len(msb)), 10)
+	dst = append(append(append(dst, '\r', '\n'), msb...), '\r', '\n')
+	return dst, dst[ko : ko+len(key) : ko+len(key)], dst[to : to+len(token) : to+len(token)]
 }
 
 // argsIn returns argument i of an encoded command (which we encoded, so it

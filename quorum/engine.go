@@ -269,16 +269,19 @@ func (e *Engine) Submit(w *Waiter, r *Request) {
 	if r.Key != "" && !e.keys.enter(r) {
 		return // queued behind another request on the same key
 	}
-	if e.dispatch(r) {
+	now := r.T0 // parsed just now: saves a clock read, and counts node_timeout from the parse
+	if now == 0 {
+		now = batching.Now()
+	}
+	if e.dispatch(r, now) {
 		e.finish(r)
 	}
 }
 
-// dispatch sends r to every master. It returns true when r was decided
-// before dispatch returned (a master down, validity already gone…); the
-// caller then finishes it.
-func (e *Engine) dispatch(r *Request) bool {
-	now := batching.Now()
+// dispatch sends r to every master at now. It returns true when r was
+// decided before dispatch returned (a master down, validity already gone…);
+// the caller then finishes it.
+func (e *Engine) dispatch(r *Request, now int64) bool {
 	timeout := e.cfg.NodeTimeout
 	if r.TTL > 0 {
 		left := Validity(r.TTL, time.Duration(now-r.T0), e.cfg.DriftFactor)
@@ -358,7 +361,7 @@ func (e *Engine) finish(r *Request) {
 				continue
 			}
 			w := next.w // next may be decided and released once sent
-			if e.dispatch(next) {
+			if e.dispatch(next, batching.Now()) {
 				holder.unref()
 				r = next
 				break // finish next, then carry on with its key
