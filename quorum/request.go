@@ -30,6 +30,26 @@ const (
 // fills the exported fields before Submit and reads the outcome after the
 // Waiter returns; the engine owns it in between.
 type Request struct {
+	// The engine's state of the vote, first: every Complete locks mu and
+	// touches the fields in its 64-byte line, then its master's Reply,
+	// which is 64 bytes and so one line of its own (Requests are 64-byte
+	// aligned by their size class). Under load, each of these is a cache
+	// miss.
+	mu         sync.Mutex // protects the fields up to errs
+	dispatched bool
+	inDispatch bool // decided while dispatch was still submitting
+	decidedIn  bool
+	undoing    bool // a failed acquisition: undo each master once its part is known
+	state      [MaxMasters]uint8
+	yesFrom    [MaxMasters]bool // AggVote: replies[i] is a yes by Rule
+	answered   int              // masters that replied
+	failed     int              // masters that will not reply (error, timeout, down)
+	yes        int
+	_          [8]byte // replies start at byte 64
+	replies    [MaxMasters]batching.Reply
+	undoCmd    []byte // built on first use
+	errs       [MaxMasters]error
+
 	Kind    Kind
 	Agg     Agg
 	Rule    VoteRule // AggVote: which reply is a yes
@@ -81,22 +101,6 @@ type Request struct {
 	// contended: a quorum answered and refused (the key is held); set
 	// before the decision is published.
 	contended bool
-
-	// Protects the fields below. Those every Complete touches come first,
-	// next to it, to share its cache line.
-	mu         sync.Mutex
-	dispatched bool
-	inDispatch bool // decided while dispatch was still submitting
-	decidedIn  bool
-	undoing    bool // a failed acquisition: undo each master once its part is known
-	state      [MaxMasters]uint8
-	yesFrom    [MaxMasters]bool // AggVote: replies[i] is a yes by Rule
-	answered   int              // masters that replied
-	failed     int              // masters that will not reply (error, timeout, down)
-	yes        int
-	undoCmd    []byte // built on first use
-	replies    [MaxMasters]batching.Reply
-	errs       [MaxMasters]error
 }
 
 // Per-master state of a request.
