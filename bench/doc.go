@@ -20,6 +20,11 @@
 //  4. degraded: scenario 2 at 64 workers through lockproxy with one master
 //     paused (SIGSTOP), compared with the unpaused figure.
 //
+// Scenarios 1 and 2 repeat in Config.Rounds rounds (default 3), each target
+// once per round, back to back; their target ratios are the median of the
+// rounds' ratios, because one run of each swings by about ±10% on a shared
+// 2-core machine.
+//
 // Each run records throughput, acquire latency quantiles and the CPU time of
 // every process involved (from /proc/<pid>/stat). Results.WriteReport renders
 // a markdown report with the ratios the project targets, benchstat-compatible

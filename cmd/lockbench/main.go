@@ -2,9 +2,10 @@
 // Redis, in one run on masters it starts itself, and writes a markdown report
 // with PNG charts (see package bench).
 //
-//	go run ./cmd/lockbench                      # full run, ~2 minutes
+//	go run ./cmd/lockbench                      # full run, ~3 minutes (3 rounds of scenarios 1 and 2)
 //	go run ./cmd/lockbench -quick               # smoke run, ~30 seconds
 //	go run ./cmd/lockbench -only hotkey,degraded
+//	go run ./cmd/lockbench -rounds 1            # scenarios 1 and 2 once each
 //
 // The report is printed on stdout and written to -out/REPORT.md; progress
 // goes to stderr. The exit status is 1 when a run failed (the report says
