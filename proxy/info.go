@@ -34,6 +34,24 @@ func (t *scriptTable) get(sha string) *Script {
 	return t.m[sha]
 }
 
+// getSHA is get of a client's sha1 argument, in any case, without
+// allocating for the usual 40 hex digits.
+func (t *scriptTable) getSHA(sha []byte) *Script {
+	var buf [64]byte
+	if len(sha) > len(buf) {
+		return t.get(strings.ToLower(string(sha)))
+	}
+	n := copy(buf[:], sha)
+	for i := 0; i < n; i++ {
+		if c := buf[i]; 'A' <= c && c <= 'Z' {
+			buf[i] = c + 'a' - 'A'
+		}
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.m[string(buf[:n])]
+}
+
 func (t *scriptTable) add(sha string, sc *Script) {
 	t.mu.Lock()
 	t.m[sha] = sc

@@ -297,7 +297,7 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 	}
 	var sc *Script
 	if isSHA {
-		if sc = s.scripts.get(strings.ToLower(string(args[1]))); sc == nil {
+		if sc = s.scripts.getSHA(args[1]); sc == nil {
 			c.errorf("%s No matching script. Please use EVAL.", errPrefixNoScript)
 			s.cfg.Metrics.scriptMiss()
 			return

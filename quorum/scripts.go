@@ -65,11 +65,26 @@ func InternalScripts() []Script {
 
 // AppendEvalSHA appends EVALSHA sha numkeys keys... args... to dst.
 func AppendEvalSHA(dst []byte, sha string, keys [][]byte, args [][]byte) []byte {
-	all := make([][]byte, 0, 3+len(keys)+len(args))
-	all = append(all, []byte("EVALSHA"), []byte(sha), strconv.AppendInt(nil, int64(len(keys)), 10))
-	all = append(all, keys...)
-	all = append(all, args...)
-	return batching.AppendCommand(dst, all...)
+	dst = append(dst, '*')
+	dst = strconv.AppendInt(dst, int64(3+len(keys)+len(args)), 10)
+	dst = append(dst, "\r\n$7\r\nEVALSHA\r\n$"...)
+	dst = strconv.AppendInt(dst, int64(len(sha)), 10)
+	dst = append(append(append(dst, '\r', '\n'), sha...), '\r', '\n')
+	var nk [20]byte
+	dst = appendBulk(dst, strconv.AppendInt(nk[:0], int64(len(keys)), 10))
+	for _, k := range keys {
+		dst = appendBulk(dst, k)
+	}
+	for _, a := range args {
+		dst = appendBulk(dst, a)
+	}
+	return dst
+}
+
+func appendBulk(dst, b []byte) []byte {
+	dst = append(dst, '$')
+	dst = strconv.AppendInt(dst, int64(len(b)), 10)
+	return append(append(append(dst, '\r', '\n'), b...), '\r', '\n')
 }
 
 // ScriptLoad is the encoded SCRIPT LOAD of body, for Pipeline Init.
