@@ -169,11 +169,17 @@ func AppendCommand(dst []byte, args ...[]byte) []byte {
 	dst = strconv.AppendInt(dst, int64(len(args)), 10)
 	dst = append(dst, '\r', '\n')
 	for _, a := range args {
-		dst = append(dst, '$')
-		dst = strconv.AppendInt(dst, int64(len(a)), 10)
-		dst = append(dst, '\r', '\n')
-		dst = append(dst, a...)
-		dst = append(dst, '\r', '\n')
+		dst = AppendBulk(dst, a)
 	}
 	return dst
+}
+
+// AppendBulk appends b to dst as one RESP bulk string, an argument of a
+// command.
+func AppendBulk(dst, b []byte) []byte {
+	dst = append(dst, '$')
+	dst = strconv.AppendInt(dst, int64(len(b)), 10)
+	dst = append(dst, '\r', '\n')
+	dst = append(dst, b...)
+	return append(dst, '\r', '\n')
 }

@@ -170,22 +170,14 @@ func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Durati
 // it with the key and the token as slices of it (they alias the command:
 // no copies).
 func appendSetNX(dst, key, token []byte, ms int64) (cmd, k, tok []byte) {
-	arg := func(b []byte) int {
-		dst = append(dst, '$')
-		dst = strconv.AppendInt(dst, int64(len(b)), 10)
-		dst = append(dst, '\r', '\n')
-		at := len(dst)
-		dst = append(append(dst, b...), '\r', '\n')
-		return at
-	}
 	dst = append(dst, "*6\r\n$3\r\nSET\r\n"...)
-	ko := arg(key)
-	to := arg(token)
-	dst = append(dst, "$2\r\nNX\r\n$2\r\nPX\r\n$"...)
+	dst = batching.AppendBulk(dst, key)
+	ko := len(dst) - len(key) - 2
+	dst = batching.AppendBulk(dst, token)
+	to := len(dst) - len(token) - 2
+	dst = append(dst, "$2\r\nNX\r\n$2\r\nPX\r\n"...)
 	var digits [20]byte
-	msb := strconv.AppendInt(digits[:0], ms, 10)
-	dst = strconv.AppendInt(dst, int64(len(msb)), 10)
-	dst = append(append(append(dst, '\r', '\n'), msb...), '\r', '\n')
+	dst = batching.AppendBulk(dst, strconv.AppendInt(digits[:0], ms, 10))
 	return dst, dst[ko : ko+len(key) : ko+len(key)], dst[to : to+len(token) : to+len(token)]
 }
 

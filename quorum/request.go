@@ -36,8 +36,7 @@ type Request struct {
 	// aligned by their size class). Under load, each of these is a cache
 	// miss.
 	mu         sync.Mutex // protects the fields up to errs
-	dispatched bool
-	inDispatch bool // decided while dispatch was still submitting
+	inDispatch bool       // decided while dispatch was still submitting
 	decidedIn  bool
 	undoing    bool // a failed acquisition: undo each master once its part is known
 	state      [MaxMasters]uint8

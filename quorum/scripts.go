@@ -71,20 +71,14 @@ func AppendEvalSHA(dst []byte, sha string, keys [][]byte, args [][]byte) []byte 
 	dst = strconv.AppendInt(dst, int64(len(sha)), 10)
 	dst = append(append(append(dst, '\r', '\n'), sha...), '\r', '\n')
 	var nk [20]byte
-	dst = appendBulk(dst, strconv.AppendInt(nk[:0], int64(len(keys)), 10))
+	dst = batching.AppendBulk(dst, strconv.AppendInt(nk[:0], int64(len(keys)), 10))
 	for _, k := range keys {
-		dst = appendBulk(dst, k)
+		dst = batching.AppendBulk(dst, k)
 	}
 	for _, a := range args {
-		dst = appendBulk(dst, a)
+		dst = batching.AppendBulk(dst, a)
 	}
 	return dst
-}
-
-func appendBulk(dst, b []byte) []byte {
-	dst = append(dst, '$')
-	dst = strconv.AppendInt(dst, int64(len(b)), 10)
-	return append(append(append(dst, '\r', '\n'), b...), '\r', '\n')
 }
 
 // ScriptLoad is the encoded SCRIPT LOAD of body, for Pipeline Init.
