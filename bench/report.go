@@ -70,7 +70,7 @@ func (res *Results) Markdown(w io.Writer, command string) {
 				fmtMs(r.Lat.P50), fmtMs(r.Lat.P99), fmtMs(r.Lat.P999), cpuCells(r.CPU, float64(r.Requests)))
 		}
 		fmt.Fprintf(w, "\nLatency is redis-benchmark's own, per request (with -P 16 a request waits for its whole pipeline); "+
-			"p99.9 is read off its percentile distribution. Through lockproxy a refused SET NX (key held) is undone on every master, as Redlock requires.\n")
+			"p99.9 is read off its percentile distribution. Through lockproxy a refused SET NX (key held) needs no undo when every master answered nil (none set it); a split vote is undone on every master that said yes or did not answer, as Redlock requires.\n")
 	}
 
 	if len(res.AcquireRelease) > 0 {
