@@ -62,6 +62,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	fs.String("log-level", "", "debug, info, warn or error; overrides log_level")
 	fs.String("log-format", "", "text or json; overrides log_format")
 	showVersion := fs.Bool("version", false, "print the version and commit, and exit")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof format) of the run to this file, until shutdown")
 	if err := fs.Parse(argv); err != nil {
 		return 2
 	}
@@ -110,6 +111,18 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "lockproxy:", msg)
 		}
 		return 2
+	}
+
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return fail("-cpuprofile: %v", err)
+		}
+		defer func() {
+			if err := stopProfile(); err != nil {
+				logger.Error("-cpuprofile: the profile could not be written", "file", *cpuProfile, "err", err)
+			}
+		}()
 	}
 
 	// TLS material first: a bad file fails the start before anything runs.
