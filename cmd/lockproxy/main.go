@@ -2,7 +2,8 @@
 // commands into Redlock quorum decisions over N Redis masters.
 //
 //	lockproxy -config config.toml [-listen addr] [-masters a,b,c] [-metrics addr]
-//	          [-log-level debug|info|warn|error] [-log-format text|json] [-version]
+//	          [-log-level debug|info|warn|error] [-log-format text|json]
+//	          [-cpuprofile file] [-version]
 //
 // Wiring only: decode the config, build the engine and the front end,
 // serve, and shut down on SIGTERM/SIGINT. Exit status: 0 after a clean
