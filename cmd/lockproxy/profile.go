@@ -5,10 +5,9 @@ import (
 	"runtime/pprof"
 )
 
-// startCPUProfile writes a CPU profile of the run to path (-cpuprofile):
-// for `go tool pprof`, and for cmd/lockproxy/default.pgo, the profile the
-// Go toolchain optimizes lockproxy's build with. stop ends the profile and
-// closes the file.
+// startCPUProfile writes a CPU profile of the run to path (-cpuprofile),
+// for `go tool pprof` (or as a default.pgo for a profile-guided build).
+// stop ends the profile and closes the file.
 func startCPUProfile(path string) (stop func() error, err error) {
 	f, err := os.Create(path)
 	if err != nil {
