@@ -250,6 +250,8 @@ func (p *Pipeline) consume(b []byte, sc *scratch) (int, error) {
 	if len(sc.replies) == 0 {
 		return used, nil
 	}
+	p.completing.Add(int64(len(sc.replies)))
+	defer p.completing.Add(-int64(len(sc.replies)))
 	done, ok := p.inflight.pop(sc.done[:0], len(sc.replies))
 	sc.done = done
 	if !ok {

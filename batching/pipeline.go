@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
@@ -118,6 +119,11 @@ type Pipeline struct {
 	broken bool
 
 	inflight fifo // written, awaiting replies; own lock
+	// completing counts ops taken off inflight whose Completer has not
+	// returned yet: Depth includes them, so a caller that waits for
+	// Depth to reach zero also waits for what those Completers submit
+	// (the undo of a failed acquisition, queued from its late reply).
+	completing atomic.Int64
 }
 
 // New starts a pipeline; it connects in the background and keeps
@@ -165,7 +171,7 @@ func (p *Pipeline) Depth() (queued, inflight int) {
 	p.mu.Lock()
 	queued = len(p.queue)
 	p.mu.Unlock()
-	return queued, p.inflight.len()
+	return queued, p.inflight.len() + int(p.completing.Load())
 }
 
 // Submit queues op for the master. It never blocks and never calls op.C
