@@ -173,9 +173,11 @@ func (s *Server) infoStats(b *strings.Builder) {
 	}
 	field(b, "script_catalog_hits", m.hits.Get())
 	field(b, "script_catalog_misses", m.miss.Get())
-	sent, lost := s.cfg.Engine.UndoStats()
+	sent, lost, unknown := s.cfg.Engine.UndoStats()
 	field(b, "undo_sent", sent)
 	field(b, "undo_lost", lost)
+	field(b, "undo_unconfirmed", unknown)
+	field(b, "split_vote_retries", s.cfg.Engine.Retries())
 	field(b, "scripts_known", s.scripts.len())
 }
 

@@ -30,6 +30,8 @@ type Metrics struct {
 	hits, miss   *metrics.Counter // script catalog
 	undoSent     *metrics.Counter // set from the engine at scrape
 	undoLost     *metrics.Counter
+	undoUnknown  *metrics.Counter
+	splitRetries *metrics.Counter
 	available    *metrics.Gauge // 1 when Q masters count
 
 	// requests[op][outcome]; nil where the pair cannot happen.
@@ -114,6 +116,8 @@ func NewMetrics(set *metrics.Set, masters []string) *Metrics {
 	m.miss = set.NewCounter(`lockproxy_script_catalog_total{result="miss"}`)
 	m.undoSent = set.NewCounter(`lockproxy_undo_total{result="sent"}`)
 	m.undoLost = set.NewCounter(`lockproxy_undo_total{result="lost"}`)
+	m.undoUnknown = set.NewCounter(`lockproxy_undo_total{result="unconfirmed"}`)
+	m.splitRetries = set.NewCounter(`lockproxy_split_vote_retries_total`)
 	m.available = set.NewGauge("lockproxy_quorum_available", nil)
 	for o := range numOps {
 		for _, oc := range validOutcomes[o] {
@@ -229,9 +233,11 @@ func (s *Server) WritePrometheus(w io.Writer) {
 	e := s.cfg.Engine
 	m.accepted.Set(uint64(s.accepted.Load()))
 	m.rejected.Set(uint64(s.rejected.Load()))
-	sent, lost := e.UndoStats()
+	sent, lost, unknown := e.UndoStats()
 	m.undoSent.Set(uint64(sent))
 	m.undoLost.Set(uint64(lost))
+	m.undoUnknown.Set(uint64(unknown))
+	m.splitRetries.Set(uint64(e.Retries()))
 	counting := 0
 	for i, st := range e.Masters() {
 		state := masterState(st)

@@ -57,6 +57,12 @@ type Config struct {
 	// checked at once on every reconnection). Default 500ms. Lower: a
 	// FLUSHALL on a master is noticed sooner; each check is one EVALSHA.
 	QuarantineCheck time.Duration
+	// SplitRetryJitter: an acquisition that lost its vote although some
+	// masters granted it (the vote split between concurrent attempts,
+	// typically of several lockproxy processes) is undone and tried once
+	// more after a random delay of up to this, when the validity budget
+	// allows a second round (retry.go). Default 5ms; negative: never.
+	SplitRetryJitter time.Duration
 	// OnBatch and OnMasterState observe the pipelines, for metrics.
 	OnBatch       func(master int, ops int)
 	OnMasterState func(master int, up bool, err error)
@@ -100,6 +106,9 @@ func (c *Config) Validate() error {
 	if c.QueueLimit == 0 {
 		c.QueueLimit = 65536
 	}
+	if c.SplitRetryJitter == 0 {
+		c.SplitRetryJitter = 5 * time.Millisecond
+	}
 	if c.QuarantineCheck <= 0 {
 		c.QuarantineCheck = 500 * time.Millisecond
 	}
@@ -121,11 +130,23 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// pipe is what the engine needs of a master's pipeline
+// (*batching.Pipeline); tests put a fake in its place.
+type pipe interface {
+	Submit(batching.Op) error
+	Up() (bool, error)
+	Depth() (queued, inflight int)
+	Addr() string
+	Close()
+}
+
+var _ pipe = (*batching.Pipeline)(nil)
+
 // Engine runs quorum operations over the masters.
 type Engine struct {
 	cfg   Config
 	n, q  int
-	pipes []*batching.Pipeline
+	pipes []pipe
 	keys  keyTable
 	// quarantine[i] is the unix time in ms until which master i's votes do
 	// not count (it lost its data and may have lost keys of valid locks);
@@ -134,8 +155,12 @@ type Engine struct {
 	qmon       *quarantineMonitor // nil: quarantine off
 	undos      atomic.Int64       // undo commands sent
 	lost       atomic.Int64       // undo commands that could not be queued
-	loop       *evloop.Loop       // nil: goroutine per connection
-	ownLoop    bool               // the Engine started loop and closes it
+	// unconfirmed counts masters whose part of a failed acquisition is
+	// unknown for good (connection broken after sending): not undone.
+	unconfirmed atomic.Int64
+	retries     atomic.Int64 // split votes retried (retry.go)
+	loop        *evloop.Loop // nil: goroutine per connection
+	ownLoop     bool         // the Engine started loop and closes it
 }
 
 // New starts an Engine; the masters are connected in the background and
@@ -247,9 +272,16 @@ func (e *Engine) Masters() []MasterStatus {
 	return out
 }
 
-// UndoStats returns how many undo commands were queued, and how many could
-// not be (master down or queue full: the key then expires by its TTL).
-func (e *Engine) UndoStats() (sent, lost int64) { return e.undos.Load(), e.lost.Load() }
+// UndoStats returns how many undo commands were queued, how many could not
+// be (master down or queue full: the key then expires by its TTL), and on
+// how many masters a failed acquisition's outcome stayed unknown (the
+// connection broke before the reply), so that nothing was undone there.
+func (e *Engine) UndoStats() (sent, lost, unconfirmed int64) {
+	return e.undos.Load(), e.lost.Load(), e.unconfirmed.Load()
+}
+
+// Retries returns how many split votes were retried (retry.go).
+func (e *Engine) Retries() int64 { return e.retries.Load() }
 
 func (e *Engine) describe(i int, err error) string {
 	var me *batching.MasterError
@@ -300,21 +332,39 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	r.inDispatch = true
 	r.mu.Unlock()
 	r.deadline.Store(dl) // after inDispatch: an expiry now is finished by us
+	opDeadline := dl
+	if r.Kind == Release {
+		// A release still frees the key on a master that gets it after
+		// the vote was decided, instead of leaving it there until its
+		// TTL: it is written however late (queue_limit still bounds a
+		// stalled master's queue).
+		opDeadline = 0
+	}
 	for i, p := range e.pipes {
 		r.ref() // dropped by the op's Complete, which may run at once on the loop
-		if err := p.Submit(batching.Op{Cmd: r.Cmd, Deadline: dl, C: r}); err != nil {
+		if err := p.Submit(batching.Op{Cmd: r.Cmd, Deadline: opDeadline, C: r}); err != nil {
 			r.Complete(i, batching.Reply{}, err)
 		}
 	}
 	r.mu.Lock()
 	r.inDispatch = false
-	decided := r.decidedIn
+	decided := r.decidedIn && !r.retrying
+	retry := r.takeRetry()
 	r.mu.Unlock()
+	if retry {
+		e.scheduleRetry(r)
+	}
 	return decided
 }
 
 // decided is called once, by whoever decided r outside dispatch.
-func (e *Engine) decided(r *Request) { e.finish(r) }
+func (e *Engine) decided(r *Request) {
+	if r.parent != nil {
+		e.adopt(r)
+		return
+	}
+	e.finish(r)
+}
 
 // finish publishes r's outcome and lets the next request on its key go.
 // Requests decided synchronously while dispatching are finished here in a

@@ -39,12 +39,15 @@ type Request struct {
 	inDispatch bool       // decided while dispatch was still submitting
 	decidedIn  bool
 	undoing    bool // a failed acquisition: undo each master once its part is known
+	retrying   bool // a split vote: decided to try once more (retry.go) instead of publishing
 	state      [MaxMasters]uint8
 	yesFrom    [MaxMasters]bool // AggVote: replies[i] is a yes by Rule
-	answered   int              // masters that replied
-	failed     int              // masters that will not reply (error, timeout, down)
-	yes        int
-	_          [8]byte // replies start at byte 64
+	answered   int32            // masters whose reply counts
+	failed     int32            // masters whose vote will not count (error, timeout, down, quarantined)
+	yes        int32
+	retried    bool     // this is the retry of a split vote: no further retry
+	retryGo    bool     // the retry was handed to its timer
+	_          [18]byte // replies start at byte 64
 	replies    [MaxMasters]batching.Reply
 	undoCmd    []byte // built on first use
 	errs       [MaxMasters]error
@@ -100,14 +103,21 @@ type Request struct {
 	// contended: a quorum answered and refused (the key is held); set
 	// before the decision is published.
 	contended bool
+	// A split vote's retry (retry.go) runs as a child request on behalf of
+	// parent, which publishes its outcome; the child holds a reference to
+	// the parent, whose command it aliases.
+	parent *Request
 }
 
-// Per-master state of a request.
+// Per-master state of a request. The undo of a failed acquisition depends
+// on it: only a reply says whether the master applied the command.
 const (
-	pending   uint8 = iota
-	replied         // a reply arrived
-	failedBad       // sent, no usable reply: may have been applied
-	notSent         // never reached the master
+	pending    uint8 = iota
+	replied          // a reply arrived in time and counts as a vote
+	ignored          // a reply arrived but is no vote (quarantined master, or after the deadline); it still says what the master did
+	timedOut         // sent, no reply by the deadline: it may still arrive (then ignored)
+	lost             // sent, and no reply will come (connection broken): applied or not is unknown
+	notApplied       // never reached the master, or refused unapplied (LOADING, BUSY…)
 )
 
 // Decided reports whether the outcome is known.
@@ -157,7 +167,11 @@ func (r *Request) OneUndoKey(k []byte) [][]byte {
 func (r *Request) ref() { r.refs.Add(1) }
 
 func (r *Request) unref() {
-	if r.refs.Add(-1) == 0 && r.pooled {
+	if r.refs.Add(-1) != 0 {
+		return
+	}
+	parent := r.parent
+	if r.pooled {
 		if onRecycle != nil {
 			onRecycle(r)
 		}
@@ -168,6 +182,9 @@ func (r *Request) unref() {
 		*r = Request{}
 		r.buf = buf
 		requestPool.Put(r)
+	}
+	if parent != nil {
+		parent.unref() // a retry aliases its parent's command: kept until now
 	}
 }
 
@@ -183,30 +200,42 @@ func (r *Request) Complete(master int, rep batching.Reply, err error) {
 
 func (r *Request) complete(master int, rep batching.Reply, err error) {
 	r.mu.Lock()
-	if r.state[master] != pending {
+	switch r.state[master] {
+	case pending:
+	case timedOut:
+		r.late(master, rep, err)
+		r.mu.Unlock()
+		return
+	default:
 		r.mu.Unlock()
 		return
 	}
 	if err == nil && unavailable(rep) {
-		err = errors.New(string(rep.Str))
+		err = &refusedError{msg: string(rep.Str)}
 	}
+	var quarantined error
 	if err == nil && r.e.quarantine[master].Load() != 0 {
 		if until, q := r.e.QuarantinedUntil(master); q {
-			err = &QuarantineError{Until: until}
+			quarantined = &QuarantineError{Until: until}
 		}
 	}
-	if err != nil {
-		if errors.Is(err, batching.ErrExpired) || errors.Is(err, batching.ErrQueueFull) {
-			r.state[master] = notSent
+	switch {
+	case err != nil:
+		var refused *refusedError
+		if errors.Is(err, batching.ErrExpired) || errors.Is(err, batching.ErrQueueFull) || errors.As(err, &refused) {
+			r.state[master] = notApplied
 		} else {
-			r.state[master] = failedBad
+			r.state[master] = lost
 		}
-		r.errs[master] = err
-		r.failed++
-		if f := r.e.cfg.OnMiss; f != nil {
-			f(master, missKind(err))
-		}
-	} else {
+		r.miss(master, err)
+	case quarantined != nil:
+		// Not a vote, but the reply still tells the undo what the
+		// master did.
+		r.state[master] = ignored
+		r.replies[master] = rep
+		r.yesFrom[master] = r.Agg == AggVote && r.Rule.IsYes(&r.replies[master], r.NKeys)
+		r.miss(master, quarantined)
+	default:
 		r.state[master] = replied
 		r.replies[master] = rep
 		r.answered++
@@ -222,13 +251,52 @@ func (r *Request) complete(master int, rep batching.Reply, err error) {
 		r.mu.Unlock()
 		return
 	}
-	if !r.tryDecide(false) {
-		r.mu.Unlock()
-		return
-	}
+	decided := r.tryDecide(false)
+	retry := r.takeRetry()
 	r.mu.Unlock()
-	r.e.decided(r)
+	switch {
+	case decided:
+		r.e.decided(r)
+	case retry:
+		r.e.scheduleRetry(r)
+	}
 }
+
+// miss records that master's vote will not count. r.mu is held.
+func (r *Request) miss(master int, err error) {
+	r.errs[master] = err
+	r.failed++
+	if f := r.e.cfg.OnMiss; f != nil {
+		f(master, missKind(err))
+	}
+}
+
+// late takes the reply of a master that missed the deadline: no vote any
+// more, but it says whether the master applied the command, which the undo
+// of a failed acquisition waits for. r.mu is held.
+func (r *Request) late(master int, rep batching.Reply, err error) {
+	switch {
+	case err != nil && (errors.Is(err, batching.ErrExpired) || errors.Is(err, batching.ErrQueueFull)):
+		r.state[master] = notApplied
+	case err != nil:
+		r.state[master] = lost
+	case unavailable(rep):
+		r.state[master] = notApplied
+	default:
+		r.state[master] = ignored
+		r.replies[master] = rep
+		r.yesFrom[master] = r.Agg == AggVote && r.Rule.IsYes(&r.replies[master], r.NKeys)
+	}
+	if r.undoing {
+		r.undoOne(master)
+	}
+}
+
+// refusedError is an error reply that says the master did not run the
+// command (LOADING, BUSY…): no vote, and nothing to undo there.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
 
 // unavailable reports error replies that say the master cannot serve now;
 // they count as no answer, not as a vote.
@@ -254,7 +322,9 @@ func (r *Request) expire() {
 	}
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] == pending {
-			r.state[i] = failedBad
+			// Its reply may still come, and says whether the master
+			// applied the command (late).
+			r.state[i] = timedOut
 			r.errs[i] = errNodeTimeout
 			if f := r.e.cfg.OnMiss; f != nil {
 				f(i, MissTimeout)
@@ -262,10 +332,14 @@ func (r *Request) expire() {
 			r.failed++
 		}
 	}
-	ok := r.tryDecide(true)
+	decided := r.tryDecide(true)
+	retry := r.takeRetry()
 	r.mu.Unlock()
-	if ok {
+	switch {
+	case decided:
 		r.e.decided(r)
+	case retry:
+		r.e.scheduleRetry(r)
 	}
 }
 
@@ -289,29 +363,21 @@ func missKind(err error) Miss {
 }
 
 // tryDecide computes the outcome if it is certain; force decides with what
-// has arrived. r.mu is held. It returns true when it decided now.
+// has arrived. r.mu is held. It returns true when it decided now and the
+// outcome is to be published (not when a split vote is retried instead).
 func (r *Request) tryDecide(force bool) bool {
-	n, q := r.e.n, r.e.q
+	n, q := int32(r.e.n), int32(r.e.q)
 	outstanding := n - r.answered - r.failed
 	if outstanding == 0 {
 		force = true
 	}
 	switch r.Agg {
 	case AggVote:
-		switch {
-		case r.yes >= q:
-			r.success()
-		case r.yes+outstanding < q && (force || r.answered >= q || r.answered+outstanding < q):
-			// The vote is lost; answered decides between "not acquired"
-			// and NOQUORUM, so wait for it while it can still matter.
-			r.failure()
-		case force:
-			r.failure()
-		default:
+		if !r.decideVote(n, q, outstanding, force) {
 			return false
 		}
 	case AggValue, AggValueTTL:
-		if v, holders := r.majorityValue(); holders >= q {
+		if v, holders := r.majorityValue(); holders >= int(q) {
 			r.readSuccess(v)
 		} else if force {
 			r.readFailure()
@@ -325,9 +391,42 @@ func (r *Request) tryDecide(force bool) bool {
 		r.keysOutcome()
 	}
 	r.decidedIn = true
-	if r.inDispatch {
+	if r.inDispatch || r.retrying {
 		// dispatch is still submitting on another goroutine (or this
-		// one): it finishes the decision when it returns.
+		// one): it finishes the decision when it returns. A retry
+		// publishes its own outcome.
+		return false
+	}
+	return true
+}
+
+// decideVote decides an AggVote request if its outcome is certain, and
+// reports whether it did.
+func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
+	no := r.answered - r.yes
+	switch {
+	case r.yes >= q:
+		r.success()
+	case r.Kind == Release && no <= n-q:
+		// Not refused by enough masters to prove the token is not held
+		// on a quorum: the masters that did not answer may hold it. Wait
+		// for them; then, with a quorum answering, the release stands
+		// (releaseUnconfirmed).
+		if !force {
+			return false
+		}
+		if r.answered < q {
+			r.failure()
+		} else {
+			r.releaseUnconfirmed()
+		}
+	case r.yes+outstanding < q && (force || r.answered >= q || r.answered+outstanding < q):
+		// The vote is lost; answered decides between "not acquired"
+		// and NOQUORUM, so wait for it while it can still matter.
+		r.failure()
+	case force:
+		r.failure()
+	default:
 		return false
 	}
 	return true
@@ -357,21 +456,44 @@ func (r *Request) success() {
 }
 
 // failure: the vote is lost. Fewer than a quorum answering is NOQUORUM;
-// otherwise the most common non-yes reply (nil for SET NX).
+// otherwise the most common non-yes reply (nil for SET NX). A lost
+// acquisition that some masters granted may be a split vote (retry.go).
 func (r *Request) failure() {
-	if r.answered < r.e.q {
+	if int(r.answered) < r.e.q {
 		r.Err = r.noQuorum()
 	} else {
 		r.Reply = r.mostCommonNo()
-		r.contended = true
+		// With some yes votes the key may be free: the vote split
+		// between concurrent attempts (other proxies'), each undone.
+		r.contended = r.yes == 0
 	}
 	r.undo()
+	if r.Err == nil && r.yes > 0 {
+		r.retrying = r.e.mayRetry(r)
+	}
+}
+
+// releaseUnconfirmed: a quorum answered a release, too few of them said
+// yes to confirm it and too few said no to prove the caller held nothing.
+// The token is gone from every master that said yes; the others that
+// answered did not hold it; so it can be left only on masters that did not
+// answer, which are fewer than a quorum. The lock is released in effect, and
+// the holder is told so with the yes reply (a "not the owner" reply would
+// be false for a valid holder whose lock sits on the unanswered masters).
+func (r *Request) releaseUnconfirmed() {
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] == replied && r.yesFrom[i] {
+			r.Reply = r.replies[i]
+			return
+		}
+	}
+	r.Reply = r.mostCommonNo() // unreachable: a quorum answered and at most n-q said no
 }
 
 func (r *Request) noQuorum() *NoQuorumError {
 	// Masters still outstanding when the lack of quorum became certain
 	// count as answering: the number says how many masters are reachable.
-	e := &NoQuorumError{Answered: r.e.n - r.failed, N: r.e.n, Q: r.e.q}
+	e := &NoQuorumError{Answered: r.e.n - int(r.failed), N: r.e.n, Q: r.e.q}
 	for i := 0; i < r.e.n; i++ {
 		if r.errs[i] != nil {
 			e.Why = append(e.Why, r.e.describe(i, r.errs[i]))
@@ -393,22 +515,50 @@ func (r *Request) undo() {
 	}
 }
 
-// undoOne undoes master i's part of a failed acquisition if it may have
-// applied it. A master still pending is undone when its reply or failure
-// arrives (Complete calls undoOne again): most answer nil to a contended SET
-// NX and need nothing. Either way the undo is queued after that master
-// processed (or lost) the acquisition, so it cannot overtake it.
+// undoOne undoes master i's part of a failed acquisition once its reply
+// shows that this attempt wrote there. A master still pending (or past its
+// deadline, whose reply may still come) is undone when its reply arrives:
+// Complete and late call undoOne again. Until then nothing is sent, because
+// the key may already have been there with this very token before the
+// attempt (a client retrying its own acquisition), and deleting it would
+// take a valid lock from its holder. A master whose connection broke with
+// the command sent will never say: its key, if this attempt wrote it, expires
+// by its TTL (counted as unconfirmed). Either way the undo is queued after
+// that master processed the acquisition, so it cannot overtake it.
 func (r *Request) undoOne(i int) {
-	switch {
-	case r.state[i] == pending || r.state[i] == notSent:
+	switch r.state[i] {
+	case replied, ignored:
+		if !r.applied(i) {
+			return
+		}
+	case lost:
+		r.e.unconfirmed.Add(1)
 		return
-	case r.state[i] == replied && r.NilIsNoop && r.replies[i].Type == batching.Nil:
-		return // SET NX answered nil: it set nothing
-	case r.state[i] == replied && r.NoIsNoop && r.replies[i].Type != batching.Error && !r.yesFrom[i]:
-		return // the script refused before writing
+	default: // pending, timedOut: wait for the reply; notApplied: nothing there
+		return
 	}
 	if r.undoCmd == nil {
 		r.undoCmd = UndoCommand(r.UndoKeys, r.UndoToken)
 	}
 	r.e.submitUndo(i, r.undoCmd)
+}
+
+// applied reports whether master i's reply shows that the acquisition wrote
+// there: a yes always does (SET NX answers OK only when it set the key); an
+// error reply or a nil of SET NX never does; another reply of a script that
+// refuses before writing (NoIsNoop) neither. Other replies of custom
+// acquire scripts may follow a write, and are undone.
+func (r *Request) applied(i int) bool {
+	rep := &r.replies[i]
+	switch {
+	case r.yesFrom[i]:
+		return true
+	case rep.Type == batching.Error:
+		return false
+	case r.NilIsNoop && rep.Type == batching.Nil:
+		return false
+	case r.NoIsNoop:
+		return false
+	}
+	return true
 }

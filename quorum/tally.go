@@ -98,7 +98,7 @@ func (r *Request) readSuccess(v batching.Reply) {
 }
 
 func (r *Request) readFailure() {
-	if r.answered < r.e.q {
+	if int(r.answered) < r.e.q {
 		r.Err = r.noQuorum()
 		return
 	}
@@ -142,7 +142,7 @@ func (r *Request) qthTTL(get func(batching.Reply) (int64, bool)) int64 {
 
 // keysOutcome counts the keys a quorum reported 1 for.
 func (r *Request) keysOutcome() {
-	if r.answered < r.e.q {
+	if int(r.answered) < r.e.q {
 		r.Err = r.noQuorum()
 		return
 	}

@@ -1,0 +1,94 @@
+package quorum
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+)
+
+// Split votes. Several lockproxy processes in front of one master set each
+// send their SET NX to every master; masters see them in different orders,
+// so a vote can split (2, 2 and 1 yes of 5) and every attempt loses, each
+// undone: the key was free, yet every client is refused. An acquisition
+// that lost although some masters granted it is therefore tried once more:
+// its undo is already queued on those masters, and the second attempt
+// travels the same ordered connections behind it, after a random delay
+// (Config.SplitRetryJitter) so that the competing attempts' undos land
+// first and competing retries rarely meet again. The retry is a new
+// attempt with the same command, token and start time T0, so its validity
+// is accounted from the client's original request, and it is undone like
+// any attempt if it fails. It runs only while a full second round still
+// leaves validity.
+//
+// A lock held on only some masters (acquired while others were down) also
+// gives its contenders a few yes votes: they are retried once too, which
+// costs a round trip and nothing else.
+
+// mayRetry reports whether r, a lost acquisition with some yes votes, gets
+// a second attempt. r.mu is held.
+func (e *Engine) mayRetry(r *Request) bool {
+	if r.retried || r.Kind != Acquire || r.TTL <= 0 || e.cfg.SplitRetryJitter < 0 {
+		return false
+	}
+	elapsed := time.Duration(batching.Now() - r.T0)
+	return Validity(r.TTL, elapsed+e.cfg.SplitRetryJitter+e.cfg.NodeTimeout, e.cfg.DriftFactor) > 0
+}
+
+// takeRetry reports, once, that r's retry is to be scheduled: r decided
+// to retry and no dispatch of r is still submitting. r.mu is held.
+func (r *Request) takeRetry() bool {
+	if !r.retrying || r.inDispatch || r.retryGo {
+		return false
+	}
+	r.retryGo = true
+	return true
+}
+
+// scheduleRetry starts r's second attempt after the jitter. r stays
+// undecided for its client meanwhile. The timer holds a reference to r,
+// which passes to the child request.
+func (e *Engine) scheduleRetry(r *Request) {
+	e.retries.Add(1)
+	r.ref()
+	j := e.cfg.SplitRetryJitter
+	d := j/10 + rand.N(j-j/10+1)
+	time.AfterFunc(d, func() { e.retry(r) })
+}
+
+// retry dispatches a child request: the same acquisition, whose outcome
+// parent r publishes (adopt). The child aliases r's command and undo
+// arguments, and holds r until the child itself is recycled: its late
+// replies may still need them for its undo after r was answered.
+func (e *Engine) retry(r *Request) {
+	c := NewRequest()
+	c.Kind, c.Agg, c.Rule, c.Combine = r.Kind, r.Agg, r.Rule, r.Combine
+	c.NKeys, c.Cmd, c.UndoKeys, c.UndoToken = r.NKeys, r.Cmd, r.UndoKeys, r.UndoToken
+	c.NoIsNoop, c.NilIsNoop = r.NoIsNoop, r.NilIsNoop
+	c.TTL, c.NoReply, c.T0 = r.TTL, r.NoReply, r.T0
+	c.retried, c.parent, c.e = true, r, e
+	// Two references: adopt's, and the deadline timer's (no client
+	// connection waits on c to enforce its node_timeout: the engine does).
+	c.refs.Store(2)
+	if e.dispatch(c, batching.Now()) {
+		e.adopt(c)
+		c.unref()
+		return
+	}
+	dl := c.deadline.Load()
+	time.AfterFunc(time.Duration(dl-batching.Now()), func() { c.expire(); c.unref() })
+}
+
+// adopt publishes child c's outcome as its parent's.
+func (e *Engine) adopt(c *Request) {
+	r := c.parent
+	c.mu.Lock()
+	reply, err, validity, contended := c.Reply, c.Err, c.Validity, c.contended
+	c.mu.Unlock()
+	r.mu.Lock()
+	r.Reply, r.Err, r.Validity, r.contended = reply, err, validity, contended
+	r.retrying = false
+	r.mu.Unlock()
+	e.finish(r)
+	c.unref()
+}
