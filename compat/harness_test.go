@@ -152,7 +152,7 @@ func startProxy(masters []*redisproc.Server, pc proxy.Config, custom []proxy.Scr
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		up := 0
 		for _, m := range engine.Masters() {
-			if m.Up {
+			if m.Voting() {
 				up++
 			}
 		}
@@ -161,7 +161,7 @@ func startProxy(masters []*redisproc.Server, pc proxy.Config, custom []proxy.Scr
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return "", nil, fmt.Errorf("lockproxy: %d of %d masters connected after 10s: %+v", up, len(masters), engine.Masters())
+			return "", nil, fmt.Errorf("lockproxy: %d of %d masters voting after 10s: %+v", up, len(masters), engine.Masters())
 		}
 	}
 }

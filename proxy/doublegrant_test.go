@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +88,55 @@ func TestReleaseWithPausedHolderMaster(t *testing.T) {
 	// And a stranger can take it at once: no quorum holds A's token.
 	if ok, err := c.client().SetNX(ctx, "k", "tokB", 10*time.Second).Result(); err != nil || !ok {
 		t.Fatalf("SET NX after the release: ok=%v err=%v", ok, err)
+	}
+}
+
+// TestEvictingMastersCannotDoubleGrant (item 2): masters switched to
+// maxmemory-policy volatile-ttl under memory pressure evict A's lock key
+// (every lock key has a TTL). lockproxy must stop counting their votes,
+// so a stranger is refused instead of granted while A holds the lock.
+func TestEvictingMastersCannotDoubleGrant(t *testing.T) {
+	c := startCluster(t, 5, func(_ *proxy.Config, qc *quorum.Config) { qc.QuarantineCheck = 50 * time.Millisecond })
+	ctx := context.Background()
+	if ok, err := c.client().SetNX(ctx, "k", "tokA", 30*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("A's acquire: %v %v", ok, err)
+	}
+	filler := strings.Repeat("x", 64<<10)
+	for i, m := range c.masters {
+		if _, err := m.Do("CONFIG", "SET", "maxmemory-policy", "volatile-ttl"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Do("CONFIG", "SET", "maxmemory", "4mb"); err != nil {
+			t.Fatal(err)
+		}
+		// Keys that expire later than A's: volatile-ttl evicts A's first.
+		for j := 0; j < 200; j++ {
+			if _, err := m.Do("SET", "fill:"+strconv.Itoa(j), filler, "PX", "600000"); err != nil {
+				t.Fatalf("master %d: %v", i, err)
+			}
+		}
+	}
+	if n := count(c.onMasters("k"), "tokA"); n >= 3 {
+		t.Fatalf("A's key survived on %d masters: the test did not cause eviction", n)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		excluded := 0
+		for _, m := range c.engine.Masters() {
+			if strings.Contains(m.Excluded, "volatile-ttl") {
+				excluded++
+			}
+		}
+		if excluded == 5 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ok, err := c.client().SetNX(ctx, "k", "tokB", 10*time.Second).Result()
+	if ok {
+		t.Fatalf("a stranger got k while A holds it: masters that evicted A's key voted")
+	}
+	if err == nil || !strings.Contains(err.Error(), "maxmemory-policy is volatile-ttl") {
+		t.Fatalf("stranger's acquire: %v %v; want NOQUORUM naming the eviction policy", ok, err)
 	}
 }

@@ -51,7 +51,7 @@ func (c *cluster) waitVoting(n int) {
 func (c *cluster) voting() int {
 	v := 0
 	for _, m := range c.engine.Masters() {
-		if m.Up && m.QuarantinedUntil.IsZero() {
+		if m.Voting() {
 			v++
 		}
 	}
@@ -97,8 +97,11 @@ func TestFaultMajorityRestartedEmptyWhileHeld(t *testing.T) {
 			validUntil := sent.Add(maxTTL - quorum.Drift(maxTTL, 0.01))
 			waitFor(t, func() bool { return count(c.onMasters("held"), "A") == 5 }, "A's lock on every master")
 
-			restartEmpty(t, c.masters[:3])
+			// The quarantine of each master starts when it came back,
+			// which is after this and before restartEmpty returns: from
+			// here, max_ttl is the least it may last.
 			restarted := time.Now()
+			restartEmpty(t, c.masters[:3])
 			c.waitUp(5)
 			var granted time.Time
 			noquorum := 0

@@ -77,6 +77,10 @@ func startCluster(t testing.TB, n int, opts ...clusterOpt) *cluster {
 		c.engine.Close()
 	})
 	c.waitUp(n)
+	if !qc.Quarantine {
+		// Votes count once each master's eviction policy was read.
+		c.waitVoting(n)
+	}
 	return c
 }
 

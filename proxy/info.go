@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // scriptTable is lockproxy's own script table (SCRIPT LOAD/EXISTS/FLUSH,
@@ -181,6 +183,12 @@ func (s *Server) infoStats(b *strings.Builder) {
 	field(b, "scripts_known", s.scripts.len())
 }
 
+// quarantineWhyNames are INFO's short names of quorum.Why.
+var quarantineWhyNames = map[quorum.Why]string{
+	quorum.WhyUnverified: "unchecked", quorum.WhyBootstrap: "bootstrap",
+	quorum.WhyRestarted: "restarted", quorum.WhyEvicting: "evicted",
+}
+
 func fmtMs(sec float64) string { return strconv.FormatFloat(sec*1e3, 'f', 3, 64) }
 
 // infoQuorum describes every master from memory: the engine's connection
@@ -219,12 +227,17 @@ func (s *Server) infoQuorum(b *strings.Builder) {
 		if !m.QuarantinedUntil.IsZero() {
 			until = m.QuarantinedUntil.UTC().Format(time.RFC3339Nano)
 		}
-		fmt.Fprintf(b, "master%d:addr=%s,state=%s,latency_ms=%s,queued=%d,inflight=%d,quarantined_until=%s,last_error_at=%s,last_error=%s\r\n",
-			i, m.Addr, stateNames[state], latency, m.Queued, m.Inflight, until, errAt, clean.Replace(lastErr))
+		why := m.Excluded
+		if why == "" && !m.QuarantinedUntil.IsZero() {
+			why = quarantineWhyNames[m.QuarantineWhy]
+		}
+		fmt.Fprintf(b, "master%d:addr=%s,state=%s,latency_ms=%s,queued=%d,inflight=%d,quarantined_until=%s,why=%s,last_error_at=%s,last_error=%s\r\n",
+			i, m.Addr, stateNames[state], latency, m.Queued, m.Inflight, until, clean.Replace(why), errAt, clean.Replace(lastErr))
 	}
-	field(b, "masters_up", n[stateUp]+n[stateQuarantined])
+	field(b, "masters_up", n[stateUp]+n[stateQuarantined]+n[stateExcluded])
 	field(b, "masters_down", n[stateDown])
 	field(b, "masters_quarantined", n[stateQuarantined])
+	field(b, "masters_excluded", n[stateExcluded])
 	field(b, "quorum_available", map[bool]int{false: 0, true: 1}[n[stateUp] >= e.Q()])
 }
 

@@ -189,7 +189,7 @@ func TestMastersDown(t *testing.T) {
 	if err := c.masters[2].Restart(); err != nil {
 		t.Fatal(err)
 	}
-	c.waitUp(3)
+	c.waitVoting(3) // once its eviction policy is checked
 	if ok, err := cl.SetNX(ctx, "lock:f", "t", 5*time.Second).Result(); err != nil || !ok {
 		t.Fatalf("after restart: ok=%v err=%v", ok, err)
 	}

@@ -29,15 +29,18 @@ const (
 	stateUp          mstate = iota // connected, its votes count
 	stateDown                      // not connected; lockproxy redials
 	stateQuarantined               // connected, votes do not count until quarantined_until
+	stateExcluded                  // connected, votes do not count while it may evict keys (or is unchecked)
 	numStates
 )
 
-var stateNames = [numStates]string{"up", "down", "quarantined"}
+var stateNames = [numStates]string{"up", "down", "quarantined", "excluded"}
 
 func masterState(st quorum.MasterStatus) mstate {
 	switch {
 	case !st.Up:
 		return stateDown
+	case st.Excluded != "":
+		return stateExcluded
 	case !st.QuarantinedUntil.IsZero():
 		return stateQuarantined
 	}
@@ -58,6 +61,7 @@ type masterStats struct {
 	changes                      *metrics.Counter
 	errDial, errDown, errProbe   *metrics.Counter
 	missTimeout, missDown, missQ *metrics.Counter // votes that did not count
+	missExcluded                 *metrics.Counter
 	batch, latency               *metrics.PrometheusHistogram
 	rtt                          *metrics.PrometheusHistogram // real commands, write to reply
 
@@ -86,6 +90,7 @@ func newMasterStats(set *metrics.Set, i int, addr string) *masterStats {
 	ms.missTimeout = set.NewCounter("lockproxy_master_missed_votes_total{" + l + `,reason="timeout"}`)
 	ms.missDown = set.NewCounter("lockproxy_master_missed_votes_total{" + l + `,reason="unavailable"}`)
 	ms.missQ = set.NewCounter("lockproxy_master_missed_votes_total{" + l + `,reason="quarantined"}`)
+	ms.missExcluded = set.NewCounter("lockproxy_master_missed_votes_total{" + l + `,reason="excluded"}`)
 	ms.batch = set.NewPrometheusHistogramExt("lockproxy_master_batch_size{"+l+"}", batchBuckets)
 	ms.latency = set.NewPrometheusHistogramExt("lockproxy_master_latency_seconds{"+l+"}", latencyBuckets)
 	ms.rtt = set.NewPrometheusHistogramExt("lockproxy_master_rtt_seconds{"+l+"}", latencyBuckets)
@@ -116,6 +121,8 @@ func (m *Metrics) OnMiss(i int, why quorum.Miss) {
 		m.masters[i].missTimeout.Inc()
 	case quorum.MissQuarantined:
 		m.masters[i].missQ.Inc()
+	case quorum.MissExcluded:
+		m.masters[i].missExcluded.Inc()
 	default:
 		m.masters[i].missDown.Inc()
 	}

@@ -44,10 +44,13 @@ type Config struct {
 	// Logger receives master state changes; default text on stderr.
 	Logger *slog.Logger
 	// Quarantine turns the restart quarantine on (quarantine.go): a master
-	// that lost its data does not vote until MaxTTL has passed, detected by
-	// a marker key on every master. Default false for an Engine built in
-	// code; lockproxy's config.toml turns it on (quarantine = true) unless
-	// every master persists each write (appendfsync always).
+	// that lost its data does not vote until the longest max_ttl of any
+	// proxy on the master set has passed, detected by a marker key on every
+	// master. Default false for an Engine built in code; lockproxy's
+	// config.toml turns it on (quarantine = true) unless every master
+	// persists each write (appendfsync always). Either way every master's
+	// maxmemory-policy is checked, and one that may evict keys does not
+	// vote.
 	Quarantine bool
 	// Bootstrap, with Quarantine: when at start every master answers and
 	// none carries a marker (a brand-new deployment), mark them all usable
@@ -152,9 +155,12 @@ type Engine struct {
 	// not count (it lost its data and may have lost keys of valid locks);
 	// 0: none. Commands are still sent to it, so its state rebuilds.
 	quarantine []atomic.Int64
-	qmon       *quarantineMonitor // nil: quarantine off
-	undos      atomic.Int64       // undo commands sent
-	lost       atomic.Int64       // undo commands that could not be queued
+	qwhy       []atomic.Uint32          // Why, per master, of its quarantine
+	barred     []atomic.Uint32          // bar flags, per master: votes that do not count whatever the quarantine
+	policies   []atomic.Pointer[string] // maxmemory-policy last read, for the bar's message
+	qmon       *monitor
+	undos      atomic.Int64 // undo commands sent
+	lost       atomic.Int64 // undo commands that could not be queued
 	// unconfirmed counts masters whose part of a failed acquisition is
 	// unknown for good (connection broken after sending): not undone.
 	unconfirmed atomic.Int64
@@ -178,6 +184,9 @@ func New(cfg Config) (*Engine, error) {
 		e.loop, e.ownLoop = l, true
 	}
 	e.quarantine = make([]atomic.Int64, e.n)
+	e.qwhy = make([]atomic.Uint32, e.n)
+	e.barred = make([]atomic.Uint32, e.n)
+	e.policies = make([]atomic.Pointer[string], e.n)
 	e.keys.init()
 	init := append([][]byte(nil), cfg.Auth...)
 	for _, s := range InternalScripts() {
@@ -186,11 +195,8 @@ func New(cfg Config) (*Engine, error) {
 	for _, s := range cfg.Scripts {
 		init = append(init, ScriptLoad(s))
 	}
-	onState := cfg.OnMasterState
-	if cfg.Quarantine {
-		e.qmon = newQuarantineMonitor(e)
-		onState = e.qmon.onState(onState)
-	}
+	e.qmon = newMonitor(e)
+	onState := e.qmon.onState(cfg.OnMasterState)
 	for i, addr := range cfg.Masters {
 		e.pipes = append(e.pipes, batching.New(batching.Options{
 			Addr:       addr,
@@ -205,9 +211,7 @@ func New(cfg Config) (*Engine, error) {
 			Logger:     cfg.Logger,
 		}))
 	}
-	if e.qmon != nil {
-		e.qmon.start()
-	}
+	e.qmon.start()
 	return e, nil
 }
 
@@ -222,41 +226,6 @@ func (e *Engine) Q() int { return e.q }
 // Config returns the validated configuration.
 func (e *Engine) Config() Config { return e.cfg }
 
-// MasterStatus is one master's state, for INFO and metrics.
-type MasterStatus struct {
-	Addr             string
-	Up               bool
-	Err              error // why it is down
-	Queued           int
-	Inflight         int
-	QuarantinedUntil time.Time // zero: its votes count
-}
-
-// SetQuarantine makes master i's votes not count until until (zero time:
-// count again).
-func (e *Engine) SetQuarantine(i int, until time.Time) {
-	if until.IsZero() {
-		e.quarantine[i].Store(0)
-		return
-	}
-	e.quarantine[i].Store(until.UnixMilli())
-}
-
-// QuarantinedUntil reports whether master i is quarantined now, and until
-// when.
-func (e *Engine) QuarantinedUntil(i int) (time.Time, bool) {
-	ms := e.quarantine[i].Load()
-	if ms == 0 {
-		return time.Time{}, false
-	}
-	until := time.UnixMilli(ms)
-	if time.Now().After(until) {
-		e.quarantine[i].CompareAndSwap(ms, 0)
-		return time.Time{}, false
-	}
-	return until, true
-}
-
 // Masters reports each master's state without a round trip.
 func (e *Engine) Masters() []MasterStatus {
 	out := make([]MasterStatus, e.n)
@@ -265,6 +234,12 @@ func (e *Engine) Masters() []MasterStatus {
 		q, f := p.Depth()
 		out[i] = MasterStatus{Addr: p.Addr(), Up: up, Err: err, Queued: q, Inflight: f}
 		out[i].QuarantinedUntil, _ = e.QuarantinedUntil(i)
+		if !out[i].QuarantinedUntil.IsZero() {
+			out[i].QuarantineWhy, _ = e.quarantineWhy(i)
+		}
+		if err := e.barredErr(i); err != nil {
+			out[i].Excluded = err.Error()
+		}
 		if up {
 			out[i].Err = nil
 		}
@@ -475,7 +450,7 @@ func (e *Engine) Drain(ctx context.Context) error {
 
 // Close closes the master connections.
 func (e *Engine) Close() {
-	if e.qmon != nil {
+	if e.qmon != nil { // nil in tests' fake engines
 		e.qmon.stop()
 	}
 	for _, p := range e.pipes {

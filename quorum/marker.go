@@ -12,8 +12,216 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// The quarantine monitor's connection to a master's marker: its rueidis
-// client, and decoding the marker script's answer.
+// markerScript checks and maintains the marker and the max_ttl record
+// atomically. KEYS[1] is the marker, KEYS[2] the max_ttl record; ARGV[1] is
+// L, the quarantine length in ms (the longest max_ttl this proxy knows of),
+// ARGV[2] the mode: "peek" (never write), "bootstrap" (create a missing
+// marker as "ok"), "check" (create it as a quarantine); ARGV[3] this
+// proxy's max_ttl in ms, ARGV[4] the record grace in ms, ARGV[5] "1" when
+// the master was seen with an evicting policy (start a quarantine now).
+// It returns {master_now_ms, state, end_ms, start_ms, recorded_ms}: state
+// "none" (peek only), "ok", "new" (quarantine just started) or
+// "quarantined"; recorded is the longest max_ttl recorded on this master.
+const markerScript = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local L = tonumber(ARGV[1])
+local write = ARGV[2] ~= 'peek'
+local recorded = 0
+if write then
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]) + tonumber(ARGV[4]), ARGV[3])
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+    local v = tonumber(m)
+    if v and v > recorded then recorded = v end
+  end
+  if recorded > L then L = recorded end
+end
+local function quarantine(s, e)
+  redis.call('SET', KEYS[1], string.format('q:%d:%d', s, e))
+end
+local v = redis.call('GET', KEYS[1])
+local start, till
+if v and string.sub(v, 1, 2) == 'q:' then
+  local s, e = string.match(v, '^q:(%d+):(%d+)$')
+  start, till = tonumber(s), tonumber(e)
+elseif v and v ~= 'ok' then
+  till = tonumber(v)
+  if till then start = till - tonumber(ARGV[3]) end
+end
+if write and ARGV[5] == '1' then
+  local e = now + L
+  if till and till > e then e = till end
+  quarantine(now, e)
+  return {now, 'new', e, now, recorded}
+end
+if v == 'ok' then return {now, 'ok', 0, 0, recorded} end
+if start and till then
+  if start + L > till then
+    till = start + L
+    if write then quarantine(start, till) end
+  end
+  if till <= now then
+    if write then redis.call('SET', KEYS[1], 'ok') end
+    return {now, 'ok', 0, 0, recorded}
+  end
+  return {now, 'quarantined', till, start, recorded}
+end
+if not write then return {now, 'none', 0, 0, recorded} end
+if ARGV[2] == 'bootstrap' and not v then
+  redis.call('SET', KEYS[1], 'ok')
+  return {now, 'ok', 0, 0, recorded}
+end
+quarantine(now, now + L)
+return {now, 'new', now + L, now, recorded}
+`
+
+// markerReply is the marker script's answer.
+type markerReply struct {
+	now, end, start, recorded int64 // ms, master clock
+	state                     string
+}
+
+// checkMarker runs the marker script and applies its answer.
+func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool) error {
+	m := w.m
+	w.mu.Lock()
+	mode := "check"
+	if !w.booted {
+		switch decided, use := m.boot.result(); {
+		case !decided:
+			mode = "peek"
+		case use:
+			mode = "bootstrap"
+		}
+	}
+	w.mu.Unlock()
+	taintArg := "0"
+	if taint {
+		taintArg = "1"
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, checkTimeout)
+	res, err := m.script.Exec(ctx, client, []string{MarkerKey, MaxTTLKey},
+		[]string{msArg(m.quarantineLen()), mode, strconv.FormatInt(m.ownTTL, 10), msArg(m.grace), taintArg}).ToArray()
+	cancel()
+	received := time.Now()
+	var rep markerReply
+	if err == nil {
+		rep, err = parseMarkerReply(res)
+	}
+	if err != nil {
+		return err
+	}
+	if w.recordedAnswer(rep, mode, received) {
+		m.relearn()
+	}
+	l := m.quarantineLen() // may have grown since the script ran
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastErr = ""
+	if w.epoch != epoch {
+		// The pipeline reconnected while we asked: this answer may be
+		// about another process. Ask again.
+		w.poke()
+		return nil
+	}
+	if mode == "peek" {
+		if rep.state == "none" {
+			// Blank master: wait for the bootstrap decision (it kicks us).
+			if until, q := m.e.QuarantinedUntil(w.i); q {
+				m.e.setQuarantine(w.i, until, WhyBootstrap)
+			}
+			m.vote(w.i, false)
+			return nil
+		}
+		m.vote(w.i, true)
+	}
+	if mode == "bootstrap" || m.boot.isDecided() {
+		w.booted = true
+	}
+	w.applyMarker(rep, received, l)
+	return nil
+}
+
+// recordedAnswer notes this master's record of max_ttl and, for a check
+// that wrote this proxy's own record, its freshness. It reports whether the
+// master recorded a longer max_ttl than was known before.
+func (w *watch) recordedAnswer(rep markerReply, mode string, received time.Time) (longer bool) {
+	if mode == "peek" {
+		return false
+	}
+	before := w.m.quarantineLen().Milliseconds()
+	w.mu.Lock()
+	w.recorded, w.fresh = rep.recorded, received
+	w.mu.Unlock()
+	w.m.e.unbar(w.i, barStale)
+	return rep.recorded > before
+}
+
+// applyMarker sets the master's quarantine from the marker, extended to
+// start+l where l, the longest max_ttl known now, exceeds what the script
+// was given (the marker follows at the next check). w.mu is held.
+func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration) {
+	m := w.m
+	switch rep.state {
+	case "ok":
+		if w.state != verifiedOK {
+			if !w.logged.IsZero() {
+				m.e.cfg.Logger.Info("master quarantine ended: its votes count again", "master", w.addr)
+				w.logged = time.Time{}
+			}
+			w.state = verifiedOK
+			m.e.setQuarantine(w.i, time.Time{}, 0)
+		}
+	case "new", "quarantined":
+		until := received.Add(time.Duration(rep.end-rep.now) * time.Millisecond)
+		start := received.Add(time.Duration(rep.start-rep.now) * time.Millisecond)
+		if start.Add(l).After(until) {
+			until = start.Add(l)
+			w.poke() // write the longer end into the marker
+		}
+		why := WhyRestarted
+		if w.policy.evictedAt.After(start.Add(-time.Second)) {
+			why = WhyEvicting
+		}
+		// Logged once per quarantine: a reconnection during it (which
+		// checks again) or this proxy's clock reading the same end again
+		// is no news.
+		if w.logged.IsZero() || absDuration(until.Sub(w.logged)) > 100*time.Millisecond {
+			w.logged = until
+			msg := "master quarantined: its lockproxy marker says it lost its data earlier, or may have evicted keys (noticed by this or another lockproxy); its votes do not count until the quarantine ends"
+			switch {
+			case why == WhyEvicting:
+				msg = "master quarantined: it may have evicted lock keys (maxmemory-policy not noeviction); its votes do not count until the longest lock it may have lost has expired"
+			case rep.state == "new":
+				msg = "master quarantined: it carries no lockproxy marker, so it restarted without its data (or is new); its votes do not count until the longest lock it may have lost has expired"
+			}
+			m.e.cfg.Logger.Warn(msg, "master", w.addr, "until", until.UTC().Format(time.RFC3339Nano), "length", time.Duration(rep.end-rep.start)*time.Millisecond)
+		}
+		w.state, w.until, w.start = quarantined, until, start
+		m.e.setQuarantine(w.i, until, why)
+	}
+}
+
+// relearn extends running quarantines at once when a longer max_ttl was
+// learned: the marker on their master is extended at its next check, but
+// their votes must not count before.
+func (m *monitor) relearn() {
+	l := m.quarantineLen()
+	for _, w := range m.watches {
+		w.mu.Lock()
+		if w.state == quarantined && w.start.Add(l).After(w.until) {
+			w.until = w.start.Add(l)
+			why, _ := m.e.quarantineWhy(w.i)
+			m.e.setQuarantine(w.i, w.until, why)
+			w.poke()
+		}
+		w.mu.Unlock()
+	}
+}
+
+// The monitor's connection to a master: its rueidis client, and decoding
+// the marker script's answer.
 
 func (w *watch) newClient() (rueidis.Client, error) {
 	cfg := w.m.e.cfg
@@ -22,7 +230,7 @@ func (w *watch) newClient() (rueidis.Client, error) {
 		ForceSingleClient: true, // even when the first dial fails: it redials on use
 		DisableCache:      true,
 		SelectDB:          MarkerDB,
-		ClientName:        "lockproxy-quarantine",
+		ClientName:        "lockproxy-monitor",
 		Dialer:            net.Dialer{Timeout: checkTimeout, KeepAlive: 15 * time.Second},
 		ConnWriteTimeout:  checkTimeout,
 		BlockingPoolSize:  1,
@@ -41,17 +249,23 @@ func (w *watch) newClient() (rueidis.Client, error) {
 	return c, nil
 }
 
-func parseMarkerReply(res []rueidis.RedisMessage) (now int64, state string, end int64, err error) {
-	if len(res) != 3 {
-		return 0, "", 0, fmt.Errorf("marker script: %d values, want 3", len(res))
+func parseMarkerReply(res []rueidis.RedisMessage) (r markerReply, err error) {
+	if len(res) != 5 {
+		return r, fmt.Errorf("marker script: %d values, want 5", len(res))
 	}
-	if now, err = res[0].AsInt64(); err != nil {
+	if r.now, err = res[0].AsInt64(); err != nil {
 		return
 	}
-	if state, err = res[1].ToString(); err != nil {
+	if r.state, err = res[1].ToString(); err != nil {
 		return
 	}
-	end, err = res[2].AsInt64()
+	if r.end, err = res[2].AsInt64(); err != nil {
+		return
+	}
+	if r.start, err = res[3].AsInt64(); err != nil {
+		return
+	}
+	r.recorded, err = res[4].AsInt64()
 	return
 }
 

@@ -40,11 +40,3 @@ func (e *NoQuorumError) Error() string {
 	}
 	return s
 }
-
-// QuarantineError is a master's vote that does not count: the master lost
-// its data and may have lost keys of locks still valid.
-type QuarantineError struct{ Until time.Time }
-
-func (e *QuarantineError) Error() string {
-	return "quarantined until " + e.Until.UTC().Format(time.RFC3339Nano) + " (restarted without its data; its votes count again after max_ttl)"
-}

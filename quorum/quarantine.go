@@ -1,23 +1,38 @@
 package quorum
 
+// The master monitor: restart quarantine, the set's longest max_ttl, and
+// masters that may evict keys.
+//
 // Restart quarantine. A master restarted without persistence has lost the
 // keys of locks that may still be valid: if its votes counted at once, a
 // second client could win a quorum made of it and the other restarted or
 // lagging masters while the first holder still trusts its lock. So a master
-// that lost its data does not vote until MaxTTL has passed since it came
-// back: by then every lock it may have forgotten has expired.
+// that lost its data does not vote until the longest lock any proxy may
+// have granted has expired.
 //
 // Data loss is detected in the master itself, so that the rule holds when
 // lockproxy restarts meanwhile and when several lockproxy processes share
 // the masters: every master carries a marker key (MarkerKey in database
-// MarkerDB) that is either "ok" or the end of its quarantine in unix ms of
-// the master's clock. One atomic script (markerScript) reads it and:
+// MarkerDB) that is either "ok" or a quarantine "q:<start>:<end>" in unix ms
+// of the master's clock. One atomic script (markerScript, marker.go) reads
+// it and:
 //
-//   - missing: the master lost its data (or is brand new): set it to
-//     now+max_ttl. The first lockproxy to look decides the end; the others
-//     read it.
-//   - a future end: quarantined until then.
-//   - a past end: set "ok".
+//   - missing: the master lost its data (or is brand new): start a
+//     quarantine of L from now.
+//   - a quarantine: extend its end to start+L if that is later (a proxy
+//     with a longer max_ttl than the one that started it), then report it,
+//     or set "ok" once it has ended.
+//
+// L is the longest max_ttl of any proxy on the master set, not only this
+// one's: proxies with different max_ttl (a rolling configuration change)
+// would otherwise let a restarted master vote after the shorter one, while
+// the other's longer locks still live. Every proxy records its max_ttl on
+// every master at every check (a sorted set, MaxTTLKey, each entry kept
+// until max_ttl plus recordGrace after its last refresh), reads back the
+// longest recorded there, and uses the longest it has read from any master.
+// A master's votes count for a proxy only while its record there is fresh
+// (refreshed within recordGrace): so every lock a proxy grants was voted by
+// masters that carry its max_ttl until that lock has expired.
 //
 // The script takes "now" from the master's own clock (TIME), so proxies with
 // different clocks agree, and lockproxy converts the remaining time to its
@@ -26,13 +41,18 @@ package quorum
 // Between checks, what proves that a master did not lose its data is that
 // lockproxy's pipeline connection to it never broke: a restarted process
 // cannot keep a TCP connection. So every time a master's pipeline
-// (re)connects, its votes stop counting ("provisional" quarantine of
-// max_ttl, itself a valid quarantine if no check ever succeeds) until a
-// check that started after the reconnection answers. The checks run on a
-// separate connection (rueidis, one client per master); a check that
-// answers "ok" on the same address after the pipeline connected proves the
-// pipeline talks to a master that has held its marker for max_ttl (a process
-// started after the reconnection would have had to wait max_ttl for "ok").
+// (re)connects, its votes stop counting ("provisional" quarantine, itself a
+// valid quarantine if no check ever succeeds) until a check that started
+// after the reconnection answers. The checks run on a separate connection
+// (rueidis, one client per master).
+//
+// Eviction. Every lock key has a TTL, so a master whose maxmemory-policy is
+// anything but noeviction may evict valid locks under memory pressure
+// (volatile-*), or the marker itself (allkeys-*). The monitor reads the
+// policy at every check; such a master does not vote, and, once its policy
+// is noeviction again, is quarantined like a restarted one, from the last
+// time it was seen able to evict. A master that refuses CONFIG GET (managed
+// Redis) cannot be checked: lockproxy says so once and counts its votes.
 //
 // The marker lives in its own database (MarkerDB) because lockproxy's
 // clients only ever reach database 0: no client command, DEL or catalogued
@@ -40,7 +60,6 @@ package quorum
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -49,50 +68,30 @@ import (
 )
 
 const (
-	// MarkerKey is the key lockproxy keeps on every master: "ok", or the
-	// end of the master's quarantine in unix ms (master clock).
+	// MarkerKey is the key lockproxy keeps on every master: "ok", or
+	// "q:<start>:<end>", a quarantine in unix ms (master clock).
 	MarkerKey = "lockproxy:marker"
-	// MarkerDB is the database of MarkerKey, out of reach of clients.
+	// MaxTTLKey records the max_ttl of every proxy using the master: a
+	// sorted set of max_ttl in ms, scored by the master time (ms) until
+	// which locks granted under it may live.
+	MaxTTLKey = "lockproxy:maxttl"
+	// MarkerDB is the database of MarkerKey and MaxTTLKey, out of reach of
+	// clients.
 	MarkerDB = 1
 )
 
-// Timings of the quarantine monitor.
+// Timings of the monitor.
 const (
-	// checkTimeout bounds one marker check (dial included).
+	// checkTimeout bounds one check (dial included).
 	checkTimeout = time.Second
 	// bootstrapWait is how long bootstrap waits for every master to answer
 	// at start; a master silent longer means lockproxy cannot tell a new
 	// deployment from one that lost its data, and bootstrap is skipped.
 	bootstrapWait = 5 * time.Second
+	// minRecordGrace is the least time a master's votes keep counting after
+	// the last check that refreshed this proxy's max_ttl record on it.
+	minRecordGrace = 5 * time.Second
 )
-
-// markerScript checks and maintains the marker atomically. KEYS[1] is the
-// marker, ARGV[1] max_ttl in ms, ARGV[2] the mode: "peek" (never create it),
-// "bootstrap" (create it as "ok"), "check" (create it as a quarantine). It
-// returns {master_now_ms, state, end_ms}: state "none" (peek only), "ok",
-// "new" (quarantine just started) or "quarantined".
-const markerScript = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local v = redis.call('GET', KEYS[1])
-if v == 'ok' then return {now, 'ok', 0} end
-local till = tonumber(v)
-if v and till then
-  if till <= now then
-    if ARGV[2] ~= 'peek' then redis.call('SET', KEYS[1], 'ok') end
-    return {now, 'ok', 0}
-  end
-  return {now, 'quarantined', till}
-end
-if ARGV[2] == 'peek' and not v then return {now, 'none', 0} end
-if ARGV[2] == 'bootstrap' and not v then
-  redis.call('SET', KEYS[1], 'ok')
-  return {now, 'ok', 0}
-end
-till = now + tonumber(ARGV[1])
-redis.call('SET', KEYS[1], string.format('%d', till))
-return {now, 'new', till}
-`
 
 // Master verification states, as the monitor sees them.
 const (
@@ -101,11 +100,13 @@ const (
 	quarantined        // marker holds a future end
 )
 
-// quarantineMonitor runs one watch goroutine per master.
-type quarantineMonitor struct {
+// monitor runs one watch goroutine per master.
+type monitor struct {
 	e        *Engine
 	script   *rueidis.Lua
-	maxTTL   string // ARGV[1]
+	markers  bool          // the restart quarantine is on
+	ownTTL   int64         // this proxy's max_ttl, ms
+	grace    time.Duration // recordGrace
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -116,62 +117,60 @@ type quarantineMonitor struct {
 
 // watch is one master's monitor.
 type watch struct {
-	m    *quarantineMonitor
+	m    *monitor
 	i    int
 	addr string
 	kick chan struct{} // cap 1: check now
 
-	mu      sync.Mutex // protects the fields below
-	epoch   uint64     // pipeline connections so far
-	state   int
-	until   time.Time // quarantined: end on the local clock
-	logged  time.Time // the quarantine end last logged; zero: none
-	booted  bool      // ran its bootstrap-mode check
-	lastErr string    // last check error, logged once
+	mu       sync.Mutex // protects the fields below
+	epoch    uint64     // pipeline connections so far
+	state    int
+	until    time.Time // quarantined: end on the local clock
+	start    time.Time // quarantined: start on the local clock
+	logged   time.Time // the quarantine end last logged; zero: none
+	booted   bool      // ran its bootstrap-mode check
+	lastErr  string    // last check error, logged once
+	recorded int64     // the longest max_ttl (ms) this master records
+	fresh    time.Time // when this proxy's record was last refreshed here
+	policy   policyState
 }
 
-// bootstrapVote decides, once, whether the masters are a brand-new
-// deployment: every master answered a peek and none has a marker.
-type bootstrapVote struct {
-	mu      sync.Mutex // protects the fields below
-	decided bool
-	use     bool
-	seen    []int8 // per master: 0 not yet, 1 no marker, 2 marker
-}
-
-func newQuarantineMonitor(e *Engine) *quarantineMonitor {
+func newMonitor(e *Engine) *monitor {
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &quarantineMonitor{
+	m := &monitor{
 		e: e,
 		// Running it twice is harmless (the second run reads what the first
 		// wrote), so rueidis may retry it on a broken connection.
-		script: rueidis.NewLuaScriptRetryable(markerScript),
-		maxTTL: strconv.FormatInt(e.cfg.MaxTTL.Milliseconds(), 10),
-		ctx:    ctx,
-		cancel: cancel,
+		script:  rueidis.NewLuaScriptRetryable(markerScript),
+		markers: e.cfg.Quarantine,
+		ownTTL:  e.cfg.MaxTTL.Milliseconds(),
+		grace:   max(minRecordGrace, 10*e.cfg.QuarantineCheck),
+		ctx:     ctx,
+		cancel:  cancel,
 	}
 	m.boot.seen = make([]int8, e.n)
-	m.boot.decided = !e.cfg.Bootstrap
+	m.boot.decided = !e.cfg.Bootstrap || !m.markers
 	for i, addr := range e.cfg.Masters {
 		m.watches = append(m.watches, &watch{m: m, i: i, addr: addr, kick: make(chan struct{}, 1)})
 		// Unverified until its first check: its status says so from the
 		// start (a vote could not count anyway before the pipeline
 		// connects, which sets this again).
-		e.SetQuarantine(i, time.Now().Add(e.cfg.MaxTTL))
+		e.setQuarantine(i, time.Now().Add(e.cfg.MaxTTL), WhyUnverified)
 	}
 	return m
 }
 
 // onState wraps the pipelines' state callback: a (re)connected master does
-// not vote until its marker has been checked on this connection's watch.
-func (m *quarantineMonitor) onState(next func(int, bool, error)) func(int, bool, error) {
+// not vote until it has been checked on this connection's watch.
+func (m *monitor) onState(next func(int, bool, error)) func(int, bool, error) {
 	return func(i int, up bool, err error) {
 		if up {
 			w := m.watches[i]
+			l := m.quarantineLen()
 			w.mu.Lock()
 			w.epoch++
 			w.state = unverified
-			m.e.SetQuarantine(i, time.Now().Add(m.e.cfg.MaxTTL))
+			m.e.setQuarantine(i, time.Now().Add(l), WhyUnverified)
 			w.mu.Unlock()
 			w.poke()
 		}
@@ -181,7 +180,7 @@ func (m *quarantineMonitor) onState(next func(int, bool, error)) func(int, bool,
 	}
 }
 
-func (m *quarantineMonitor) start() {
+func (m *monitor) start() {
 	if !m.boot.decided {
 		t := time.AfterFunc(bootstrapWait, m.bootstrapTimeout)
 		m.stopBoot = t.Stop
@@ -192,12 +191,24 @@ func (m *quarantineMonitor) start() {
 	}
 }
 
-func (m *quarantineMonitor) stop() {
+func (m *monitor) stop() {
 	if m.stopBoot != nil {
 		m.stopBoot()
 	}
 	m.cancel()
 	m.wg.Wait()
+}
+
+// quarantineLen is L: the longest max_ttl of this proxy and of every
+// record read from any master.
+func (m *monitor) quarantineLen() time.Duration {
+	l := m.ownTTL
+	for _, w := range m.watches {
+		w.mu.Lock()
+		l = max(l, w.recorded)
+		w.mu.Unlock()
+	}
+	return time.Duration(l) * time.Millisecond
 }
 
 func (w *watch) poke() {
@@ -207,7 +218,7 @@ func (w *watch) poke() {
 	}
 }
 
-// run checks the marker when kicked (reconnection, bootstrap decided) and
+// run checks the master when kicked (reconnection, bootstrap decided) and
 // periodically, until the monitor stops.
 func (w *watch) run() {
 	defer w.m.wg.Done()
@@ -216,7 +227,7 @@ func (w *watch) run() {
 		// Only a bad option gets here (ForceSingleClient returns a client
 		// even when the master is down). The master then stays in its
 		// provisional quarantine after every reconnection: safe, slow.
-		w.m.e.cfg.Logger.Error("cannot build the quarantine monitor's client; this master's votes count only max_ttl after each reconnection",
+		w.m.e.cfg.Logger.Error("cannot build the master monitor's client; this master's votes will not count",
 			"master", w.addr, "err", err)
 		return
 	}
@@ -236,32 +247,19 @@ func (w *watch) run() {
 	}
 }
 
-// check runs the marker script once and applies the answer. It returns
-// when to check next.
+// check reads the master's eviction policy, then (quarantine on) runs the
+// marker script, and applies the answers. It returns when to check next.
 func (w *watch) check(client rueidis.Client) time.Duration {
 	m := w.m
 	interval := m.e.cfg.QuarantineCheck
 	w.mu.Lock()
 	epoch := w.epoch
-	mode := "check"
-	if !w.booted {
-		switch decided, use := m.boot.result(); {
-		case !decided:
-			mode = "peek"
-		case use:
-			mode = "bootstrap"
-		}
-	}
 	w.mu.Unlock()
-
-	ctx, cancel := context.WithTimeout(m.ctx, checkTimeout)
-	res, err := m.script.Exec(ctx, client, []string{MarkerKey}, []string{m.maxTTL, mode}).ToArray()
-	cancel()
-	received := time.Now()
-	var masterNow, end int64
-	var state string
-	if err == nil {
-		masterNow, state, end, err = parseMarkerReply(res)
+	taint, err := w.checkPolicy(client)
+	if err == nil && m.markers {
+		err = w.checkMarker(client, epoch, taint)
+	} else if err == nil {
+		w.verifiedWithoutMarker(epoch)
 	}
 	if err != nil {
 		if m.ctx.Err() != nil {
@@ -272,62 +270,45 @@ func (w *watch) check(client rueidis.Client) time.Duration {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.lastErr = ""
-	if w.epoch != epoch {
-		// The pipeline reconnected while we asked: this answer may be
-		// about another process. Ask again.
-		w.poke()
-		return interval
-	}
-	if mode == "peek" {
-		if state == "none" {
-			// Blank master: wait for the bootstrap decision (it kicks us).
-			m.vote(w.i, false)
-			return interval
-		}
-		m.vote(w.i, true)
-	}
-	if mode == "bootstrap" || m.boot.isDecided() {
-		w.booted = true
-	}
-	switch state {
-	case "ok":
-		if w.state != verifiedOK {
-			if !w.logged.IsZero() {
-				m.e.cfg.Logger.Info("master quarantine ended: its votes count again", "master", w.addr)
-				w.logged = time.Time{}
-			}
-			w.state = verifiedOK
-			m.e.SetQuarantine(w.i, time.Time{})
-		}
-		return interval
-	case "new", "quarantined":
-		until := received.Add(time.Duration(end-masterNow) * time.Millisecond)
-		// Logged once per quarantine: a reconnection during it (which
-		// checks again) or this proxy's clock reading the same end again
-		// is no news.
-		if w.logged.IsZero() || absDuration(until.Sub(w.logged)) > 100*time.Millisecond {
-			w.logged = until
-			msg := "master quarantined: its lockproxy marker says it lost its data earlier (noticed by this or another lockproxy); its votes do not count until the quarantine ends"
-			if state == "new" {
-				msg = "master quarantined: it carries no lockproxy marker, so it restarted without its data (or is new); its votes do not count until max_ttl has passed"
-			}
-			m.e.cfg.Logger.Warn(msg, "master", w.addr, "until", until.UTC().Format(time.RFC3339Nano), "max_ttl", m.e.cfg.MaxTTL)
-		}
-		w.state, w.until = quarantined, until
-		m.e.SetQuarantine(w.i, until)
+	if w.state == quarantined {
 		// Look again when it ends, to mark the master "ok" and say so.
-		return max(min(interval, time.Until(until)+time.Millisecond), time.Millisecond)
+		return max(min(interval, time.Until(w.until)+time.Millisecond), time.Millisecond)
 	}
 	return interval
 }
 
+// verifiedWithoutMarker: with the restart quarantine off, a checked master
+// votes unless it may have evicted keys within the last max_ttl.
+func (w *watch) verifiedWithoutMarker(epoch uint64) {
+	l := w.m.quarantineLen()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastErr = ""
+	if w.epoch != epoch {
+		w.poke()
+		return
+	}
+	if until := w.policy.evictedAt.Add(l); !w.policy.evictedAt.IsZero() && time.Now().Before(until) {
+		w.state, w.until, w.start = quarantined, until, w.policy.evictedAt
+		w.m.e.setQuarantine(w.i, until, WhyEvicting)
+		return
+	}
+	if w.state != verifiedOK {
+		w.state = verifiedOK
+		w.m.e.setQuarantine(w.i, time.Time{}, 0)
+	}
+}
+
 // failed records a check that got no answer. A master whose pipeline never
 // broke since its last good check keeps its state: it cannot have
-// restarted. An unverified one stays in its provisional quarantine.
+// restarted; but once this proxy's max_ttl record on it is older than the
+// grace, its votes stop counting until a check refreshes it.
 func (w *watch) failed(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.m.markers && w.state != unverified && time.Since(w.fresh) > w.m.grace {
+		w.m.e.bar(w.i, barStale)
+	}
 	if w.lastErr == err.Error() {
 		return
 	}
@@ -336,83 +317,14 @@ func (w *watch) failed(err error) {
 	if w.state == unverified && w.epoch > 0 {
 		level = w.m.e.cfg.Logger.Warn
 	}
-	level("cannot check the master's lockproxy marker; retrying (an unchecked master that reconnected does not vote)",
+	level("cannot check the master's lockproxy marker and eviction policy; retrying (an unchecked master that reconnected does not vote)",
 		"master", w.addr, "db", MarkerDB, "err", err)
 }
 
-// vote records a peek during bootstrap and decides when it can.
-func (m *quarantineMonitor) vote(i int, marker bool) {
-	b := &m.boot
-	b.mu.Lock()
-	if b.decided {
-		b.mu.Unlock()
-		return
-	}
-	b.seen[i] = 1
-	if marker {
-		b.seen[i] = 2
-	}
-	blank := 0
-	for _, s := range b.seen {
-		if s == 2 {
-			b.decided = true
-			break
-		}
-		if s == 1 {
-			blank++
-		}
-	}
-	if blank == len(b.seen) {
-		b.decided, b.use = true, true
-	}
-	decided, use := b.decided, b.use
-	b.mu.Unlock()
-	if !decided {
-		return
-	}
-	if use {
-		m.e.cfg.Logger.Info("bootstrap: no master carries a lockproxy marker, so this is a new deployment; all masters are usable at once (bootstrap = true)")
-	} else {
-		m.e.cfg.Logger.Info("bootstrap not needed: some master carries a lockproxy marker; masters without one are quarantined for max_ttl",
-			"master", m.e.cfg.Masters[i])
-	}
-	m.kickAll()
-}
-
-// bootstrapTimeout: some master did not answer in time.
-func (m *quarantineMonitor) bootstrapTimeout() {
-	b := &m.boot
-	b.mu.Lock()
-	if b.decided {
-		b.mu.Unlock()
-		return
-	}
-	b.decided = true
-	var silent []string
-	for i, s := range b.seen {
-		if s == 0 {
-			silent = append(silent, m.e.cfg.Masters[i])
-		}
-	}
-	b.mu.Unlock()
-	m.e.cfg.Logger.Warn("bootstrap skipped: not every master answered, so lockproxy cannot tell a new deployment from masters that lost their data; masters without a marker are quarantined for max_ttl",
-		"silent", fmt.Sprint(silent), "waited", bootstrapWait)
-	m.kickAll()
-}
-
-func (m *quarantineMonitor) kickAll() {
+func (m *monitor) kickAll() {
 	for _, w := range m.watches {
 		w.poke()
 	}
 }
 
-func (b *bootstrapVote) result() (decided, use bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.decided, b.use
-}
-
-func (b *bootstrapVote) isDecided() bool {
-	d, _ := b.result()
-	return d
-}
+func msArg(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -53,6 +53,17 @@ func marker(t *testing.T, m *redisproc.Server) string {
 	return v
 }
 
+// quarantineOf parses a marker "q:<start>:<end>" (unix ms).
+func quarantineOf(v string) (start, end time.Time, ok bool) {
+	f := strings.Split(v, ":")
+	if len(f) != 3 || f[0] != "q" {
+		return time.Time{}, time.Time{}, false
+	}
+	s, err1 := strconv.ParseInt(f[1], 10, 64)
+	e, err2 := strconv.ParseInt(f[2], 10, 64)
+	return time.UnixMilli(s), time.UnixMilli(e), err1 == nil && err2 == nil
+}
+
 // poll waits up to 10s for cond.
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -69,7 +80,7 @@ func poll(t *testing.T, what string, cond func() bool) {
 func voting(e *quorum.Engine) []bool {
 	out := make([]bool, e.N())
 	for i, m := range e.Masters() {
-		out[i] = m.Up && m.QuarantinedUntil.IsZero()
+		out[i] = m.Voting()
 	}
 	return out
 }
@@ -109,11 +120,11 @@ func TestQuarantineNewMastersWithoutBootstrap(t *testing.T) {
 		return true
 	})
 	for i, m := range masters {
-		until, err := strconv.ParseInt(marker(t, m), 10, 64)
-		if err != nil {
-			t.Fatalf("marker on %s: %v", m.Addr, err)
+		_, until, ok := quarantineOf(marker(t, m))
+		if !ok {
+			t.Fatalf("marker on %s: %q is not a quarantine", m.Addr, marker(t, m))
 		}
-		if d := time.UnixMilli(until).Sub(start); d < 2*time.Second-50*time.Millisecond || d > 3*time.Second {
+		if d := until.Sub(start); d < 2*time.Second-50*time.Millisecond || d > 3*time.Second {
 			t.Errorf("master %d quarantined for %v after start, want about max_ttl (2s)", i, d)
 		}
 	}
@@ -160,9 +171,9 @@ func TestQuarantineRestartSharedAndAcrossProxyRestart(t *testing.T) {
 	})
 	var end time.Time
 	poll(t, "marker on master 0", func() bool {
-		ms, err := strconv.ParseInt(marker(t, masters[0]), 10, 64)
-		end = time.UnixMilli(ms)
-		return err == nil
+		_, e, ok := quarantineOf(marker(t, masters[0]))
+		end = e
+		return ok
 	})
 	if d := end.Sub(restarted); d < 1900*time.Millisecond || d > 2500*time.Millisecond {
 		t.Fatalf("quarantine ends %v after the restart, want about max_ttl (2s)", d)
@@ -233,9 +244,10 @@ func TestQuarantinedVotesDoNotCount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	poll(t, "two quarantined", func() bool {
-		v := voting(e)
-		return !v[0] && !v[1] && v[2] && e.Masters()[0].Up && e.Masters()[1].Up
+	poll(t, "two quarantined as restarted", func() bool {
+		v, ms := voting(e), e.Masters()
+		return !v[0] && !v[1] && v[2] && ms[0].Up && ms[1].Up &&
+			ms[0].QuarantineWhy == quorum.WhyRestarted && ms[1].QuarantineWhy == quorum.WhyRestarted
 	})
 	w := quorum.NewWaiter()
 	r := &quorum.Request{

@@ -214,10 +214,8 @@ func (r *Request) complete(master int, rep batching.Reply, err error) {
 		err = &refusedError{msg: string(rep.Str)}
 	}
 	var quarantined error
-	if err == nil && r.e.quarantine[master].Load() != 0 {
-		if until, q := r.e.QuarantinedUntil(master); q {
-			quarantined = &QuarantineError{Until: until}
-		}
+	if err == nil && (r.e.quarantine[master].Load() != 0 || r.e.barred[master].Load() != 0) {
+		quarantined = r.e.noVote(master)
 	}
 	switch {
 	case err != nil:
@@ -352,12 +350,17 @@ const (
 	MissTimeout     Miss = iota // no reply within node_timeout
 	MissUnavailable             // connection down, queue full, expired before written, LOADING/BUSY…
 	MissQuarantined             // the master's votes do not count yet
+	MissExcluded                // it may evict keys, or could not be checked for too long
 )
 
 func missKind(err error) Miss {
 	var q *QuarantineError
-	if errors.As(err, &q) {
+	var ev *EvictionError
+	switch {
+	case errors.As(err, &q):
 		return MissQuarantined
+	case errors.As(err, &ev), errors.Is(err, errStaleRecord):
+		return MissExcluded
 	}
 	return MissUnavailable
 }

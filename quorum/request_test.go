@@ -68,6 +68,9 @@ func fakeEngine(n int) *Engine {
 	e.keys.init()
 	e.pipes = nil
 	e.quarantine = make([]atomic.Int64, n)
+	e.qwhy = make([]atomic.Uint32, n)
+	e.barred = make([]atomic.Uint32, n)
+	e.policies = make([]atomic.Pointer[string], n)
 	return e
 }
 

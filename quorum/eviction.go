@@ -1,0 +1,79 @@
+package quorum
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// policyState is what the monitor knows of a master's maxmemory-policy.
+type policyState struct {
+	policy    string    // as last read; "" before the first read
+	refused   bool      // CONFIG GET was refused: the policy cannot be checked
+	evictedAt time.Time // the last check that found an evicting policy
+}
+
+// checkPolicy reads the master's maxmemory-policy. A policy other than
+// noeviction bars the master's votes at once and taints it: a quarantine
+// follows once the policy is fixed (taint true: the marker script starts or
+// extends it). A master that refuses CONFIG GET (managed Redis) is said so
+// once and counts: lockproxy cannot check it. err is a failure to ask.
+func (w *watch) checkPolicy(client rueidis.Client) (taint bool, err error) {
+	ctx, cancel := context.WithTimeout(w.m.ctx, checkTimeout)
+	res, err := client.Do(ctx, client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+	cancel()
+	if _, isReply := rueidis.IsRedisErr(err); err != nil && isReply {
+		w.policyRefused(err)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	policy, ok := res["maxmemory-policy"]
+	if !ok {
+		w.policyRefused(errNoPolicy)
+		return false, nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	was := w.policy.policy
+	w.policy.policy, w.policy.refused = policy, false
+	w.m.e.policies[w.i].Store(&policy)
+	log := w.m.e.cfg.Logger
+	if policy != "noeviction" {
+		w.policy.evictedAt = time.Now()
+		w.m.e.bar(w.i, barEvicting)
+		if policy != was {
+			log.Error("master may evict lock keys (maxmemory-policy is not noeviction): its votes do not count; set maxmemory-policy noeviction on it (it then stays quarantined until the longest lock it may have lost has expired)",
+				"master", w.addr, "maxmemory_policy", policy)
+		}
+		return true, nil
+	}
+	w.m.e.unbar(w.i, barEvicting)
+	if was != "" && was != policy {
+		log.Warn("master's maxmemory-policy is noeviction again; its votes count once the longest lock it may have evicted has expired",
+			"master", w.addr)
+	}
+	return false, nil
+}
+
+// policyRefused records a master that would not say its policy, logging it
+// once.
+func (w *watch) policyRefused(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.m.e.unbar(w.i, barEvicting)
+	if w.policy.refused {
+		return
+	}
+	w.policy.refused = true
+	w.m.e.cfg.Logger.Warn("cannot read the master's maxmemory-policy (CONFIG GET refused, as managed Redis services do); lockproxy cannot check that it never evicts lock keys: make sure it runs with maxmemory-policy noeviction, or mutual exclusion can break",
+		"master", w.addr, "err", err)
+}
+
+var errNoPolicy = &policyError{"CONFIG GET maxmemory-policy answered without the parameter"}
+
+type policyError struct{ msg string }
+
+func (e *policyError) Error() string { return e.msg }

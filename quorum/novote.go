@@ -1,0 +1,152 @@
+package quorum
+
+import (
+	"time"
+)
+
+// Masters whose votes do not count: quarantined (for a while, with a
+// reason) or barred (while a condition lasts). The request path reads one
+// atomic of each per reply and builds an error only when one is set.
+
+// Why says why a master is quarantined.
+type Why uint32
+
+const (
+	// WhyUnverified: (re)connected, its marker not read yet.
+	WhyUnverified Why = iota + 1
+	// WhyBootstrap: at start, waiting for every master to say whether the
+	// deployment is new (bootstrap = true).
+	WhyBootstrap
+	// WhyRestarted: it lost its data (its marker was missing, now or
+	// earlier).
+	WhyRestarted
+	// WhyEvicting: it was seen with a maxmemory-policy that may evict keys.
+	WhyEvicting
+)
+
+// Bar flags: conditions that stop a master's votes while they last.
+const (
+	barEvicting uint32 = 1 << iota // maxmemory-policy is not noeviction
+	barStale                       // this proxy's max_ttl record on it is older than the grace
+)
+
+// MasterStatus is one master's state, for INFO and metrics.
+type MasterStatus struct {
+	Addr             string
+	Up               bool
+	Err              error // why it is down
+	Queued           int
+	Inflight         int
+	QuarantinedUntil time.Time // zero: not quarantined
+	QuarantineWhy    Why       // set with QuarantinedUntil
+	// Excluded, when not empty, says why its votes do not count although
+	// it is not quarantined (a maxmemory-policy that may evict keys; a
+	// marker check overdue).
+	Excluded string
+}
+
+// Voting reports whether the master's votes count now.
+func (m MasterStatus) Voting() bool {
+	return m.Up && m.QuarantinedUntil.IsZero() && m.Excluded == ""
+}
+
+// setQuarantine makes master i's votes not count until until, for why
+// (zero time: count again).
+func (e *Engine) setQuarantine(i int, until time.Time, why Why) {
+	if until.IsZero() {
+		e.quarantine[i].Store(0)
+		return
+	}
+	e.qwhy[i].Store(uint32(why))
+	e.quarantine[i].Store(until.UnixMilli())
+}
+
+// SetQuarantine quarantines master i until until (zero: lift it), as a
+// restarted master. For tests and tools; the monitor decides otherwise.
+func (e *Engine) SetQuarantine(i int, until time.Time) { e.setQuarantine(i, until, WhyRestarted) }
+
+// QuarantinedUntil reports whether master i is quarantined now, and until
+// when.
+func (e *Engine) QuarantinedUntil(i int) (time.Time, bool) {
+	ms := e.quarantine[i].Load()
+	if ms == 0 {
+		return time.Time{}, false
+	}
+	until := time.UnixMilli(ms)
+	if time.Now().After(until) {
+		e.quarantine[i].CompareAndSwap(ms, 0)
+		return time.Time{}, false
+	}
+	return until, true
+}
+
+func (e *Engine) quarantineWhy(i int) (Why, bool) {
+	_, q := e.QuarantinedUntil(i)
+	return Why(e.qwhy[i].Load()), q
+}
+
+func (e *Engine) bar(i int, flag uint32)   { e.barred[i].Or(flag) }
+func (e *Engine) unbar(i int, flag uint32) { e.barred[i].And(^flag) }
+
+// noVote returns why master i's reply is no vote now, or nil.
+func (e *Engine) noVote(i int) error {
+	if err := e.barredErr(i); err != nil {
+		return err
+	}
+	if e.quarantine[i].Load() != 0 {
+		if until, q := e.QuarantinedUntil(i); q {
+			return &QuarantineError{Until: until, Why: Why(e.qwhy[i].Load())}
+		}
+	}
+	return nil
+}
+
+func (e *Engine) barredErr(i int) error {
+	b := e.barred[i].Load()
+	switch {
+	case b == 0:
+		return nil
+	case b&barEvicting != 0:
+		policy := "not noeviction"
+		if p := e.policies[i].Load(); p != nil {
+			policy = *p
+		}
+		return &EvictionError{Policy: policy}
+	default:
+		return errStaleRecord
+	}
+}
+
+// QuarantineError is a master's vote that does not count for a while.
+type QuarantineError struct {
+	Until time.Time
+	Why   Why
+}
+
+func (e *QuarantineError) Error() string {
+	until := e.Until.UTC().Format(time.RFC3339Nano)
+	switch e.Why {
+	case WhyUnverified:
+		return "not checked yet: lockproxy has just connected to it and is reading its lockproxy marker; it votes once that answers"
+	case WhyBootstrap:
+		return "waiting for the bootstrap decision: lockproxy is asking every master whether this is a new deployment (bootstrap = true); it votes once all have answered, or is quarantined"
+	case WhyEvicting:
+		return "quarantined until " + until + " (it may have evicted lock keys: maxmemory-policy was not noeviction; its votes count again once the longest lock it may have lost has expired)"
+	}
+	return "quarantined until " + until + " (restarted without its data; its votes count again once the longest lock it may have lost has expired)"
+}
+
+// EvictionError: the master's maxmemory-policy may evict lock keys.
+type EvictionError struct{ Policy string }
+
+func (e *EvictionError) Error() string {
+	return "maxmemory-policy is " + e.Policy + ", which may evict lock keys, so its votes do not count: set maxmemory-policy noeviction on it"
+}
+
+var errStaleRecord = &staleError{}
+
+type staleError struct{}
+
+func (*staleError) Error() string {
+	return "lockproxy has not been able to check it (marker and max_ttl record) for longer than the record grace, so its votes do not count until a check answers"
+}
