@@ -159,6 +159,7 @@ type Engine struct {
 	barred     []atomic.Uint32          // bar flags, per master: votes that do not count whatever the quarantine
 	policies   []atomic.Pointer[string] // maxmemory-policy last read, for the bar's message
 	qmon       *monitor
+	timers     *deadlines   // decides requests whose masters missed the deadline
 	undos      atomic.Int64 // undo commands sent
 	lost       atomic.Int64 // undo commands that could not be queued
 	// unconfirmed counts masters whose part of a failed acquisition is
@@ -188,6 +189,10 @@ func New(cfg Config) (*Engine, error) {
 	e.barred = make([]atomic.Uint32, e.n)
 	e.policies = make([]atomic.Pointer[string], e.n)
 	e.keys.init()
+	var err error
+	if e.timers, err = newDeadlines(e.loop); err != nil {
+		return nil, fmt.Errorf("quorum: starting the deadline timer: %w", err)
+	}
 	init := append([][]byte(nil), cfg.Auth...)
 	for _, s := range InternalScripts() {
 		init = append(init, ScriptLoad(s.Body))
@@ -307,6 +312,7 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	r.inDispatch = true
 	r.mu.Unlock()
 	r.deadline.Store(dl) // after inDispatch: an expiry now is finished by us
+	e.timers.push(r, dl)
 	opDeadline := dl
 	if r.Kind == Release {
 		// A release still frees the key on a master that gets it after
@@ -455,6 +461,9 @@ func (e *Engine) Close() {
 	}
 	for _, p := range e.pipes {
 		p.Close()
+	}
+	if e.timers != nil {
+		e.timers.close()
 	}
 	if e.ownLoop {
 		e.loop.Close()

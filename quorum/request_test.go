@@ -66,6 +66,7 @@ func fakeEngine(n int) *Engine {
 	}
 	e := &Engine{cfg: cfg, n: n, q: Size(n)}
 	e.keys.init()
+	e.timers, _ = newDeadlines(nil)
 	e.pipes = nil
 	e.quarantine = make([]atomic.Int64, n)
 	e.qwhy = make([]atomic.Uint32, n)

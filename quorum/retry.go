@@ -67,16 +67,10 @@ func (e *Engine) retry(r *Request) {
 	c.NoIsNoop, c.NilIsNoop = r.NoIsNoop, r.NilIsNoop
 	c.TTL, c.NoReply, c.T0 = r.TTL, r.NoReply, r.T0
 	c.retried, c.parent, c.e = true, r, e
-	// Two references: adopt's, and the deadline timer's (no client
-	// connection waits on c to enforce its node_timeout: the engine does).
-	c.refs.Store(2)
+	c.refs.Store(1) // adopt's
 	if e.dispatch(c, batching.Now()) {
 		e.adopt(c)
-		c.unref()
-		return
 	}
-	dl := c.deadline.Load()
-	time.AfterFunc(time.Duration(dl-batching.Now()), func() { c.expire(); c.unref() })
 }
 
 // adopt publishes child c's outcome as its parent's.

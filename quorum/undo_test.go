@@ -245,3 +245,38 @@ func TestSplitVoteRetried(t *testing.T) {
 		t.Fatalf("contended: decided %v reply %v retries %d", r.Decided(), r.Reply, e.Retries())
 	}
 }
+
+// TestEngineEnforcesDeadlines: a request whose masters do not all answer is
+// decided at its deadline by the engine itself, with no client connection
+// calling Expire or Wait (issue 12: the engine owns time).
+func TestEngineEnforcesDeadlines(t *testing.T) {
+	e, fps := pipedEngine(5, -1)
+	notified := make(chan struct{}, 1)
+	w := NewWaiterFunc(func() {
+		select {
+		case notified <- struct{}{}:
+		default:
+		}
+	})
+	r := &Request{Kind: Acquire, Agg: AggVote, Rule: YesOK, NKeys: 1, Key: "k",
+		Cmd: []byte("SET"), UndoKeys: [][]byte{[]byte("k")}, UndoToken: []byte("t"), NilIsNoop: true,
+		TTL: 10 * time.Second, NoReply: batching.ReplyNil, T0: batching.Now()}
+	start := time.Now()
+	e.Submit(w, r)
+	answer(fps, 0, batching.ReplyOK, nil)
+	answer(fps, 1, batching.ReplyOK, nil)
+	for !r.Decided() {
+		select {
+		case <-notified:
+		case <-time.After(5 * time.Second):
+			t.Fatal("not decided 5s after node_timeout passed")
+		}
+	}
+	if took := time.Since(start); took < e.cfg.NodeTimeout {
+		t.Fatalf("decided after %v, before node_timeout %v", took, e.cfg.NodeTimeout)
+	}
+	var nq *NoQuorumError
+	if !errors.As(r.Err, &nq) {
+		t.Fatalf("2 of 5 answered by the deadline: want NOQUORUM, got %v %v", r.Reply, r.Err)
+	}
+}
