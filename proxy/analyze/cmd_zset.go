@@ -1,0 +1,252 @@
+package analyze
+
+import "strings"
+
+// zadd is ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member ….
+func (r *run) zadd(args []string) Reply {
+	var nx, xx, gt, lt, ch, incr bool
+	i := 2
+options:
+	for ; i < len(args); i++ {
+		switch strings.ToUpper(args[i]) {
+		case "NX":
+			nx = true
+		case "XX":
+			xx = true
+		case "GT":
+			gt = true
+		case "LT":
+			lt = true
+		case "CH":
+			ch = true
+		case "INCR":
+			incr = true
+		default:
+			break options
+		}
+	}
+	rest := args[i:]
+	switch {
+	case len(rest) == 0 || len(rest)%2 != 0:
+		return syntaxError
+	case nx && xx:
+		return errReply("ERR XX and NX options at the same time are not compatible")
+	case (gt && nx) || (lt && nx) || (gt && lt):
+		return errReply("ERR GT, LT, and/or NX options at the same time are not compatible")
+	case incr && len(rest) > 2:
+		return errReply("ERR INCR option supports a single increment-element pair")
+	}
+	scores := make([]float64, len(rest)/2)
+	for j := range scores {
+		s, ok := parseScore(rest[2*j])
+		if !ok {
+			return notFloat
+		}
+		scores[j] = s
+	}
+	e, wrong := r.lookupType(args[1], typeZSet)
+	if wrong {
+		return wrongType
+	}
+	if e == nil {
+		if xx {
+			if incr {
+				return nilReply
+			}
+			return intReply(0)
+		}
+		e = &entry{typ: typeZSet}
+		r.db[args[1]] = e
+	}
+	added, changed := int64(0), int64(0)
+	for j, s := range scores {
+		m := rest[2*j+1]
+		old, exists := e.zscore(m)
+		if incr && exists {
+			s += old
+		}
+		switch {
+		case exists && nx, !exists && xx, exists && gt && s <= old, exists && lt && s >= old:
+			if incr {
+				r.dropIfEmpty(args[1], e)
+				return nilReply
+			}
+			continue
+		}
+		if e.zadd(m, s) {
+			added++
+		} else if s != old {
+			changed++
+		}
+		if incr {
+			return bulkReply(formatScore(s))
+		}
+	}
+	r.dropIfEmpty(args[1], e)
+	if ch {
+		return intReply(added + changed)
+	}
+	return intReply(added)
+}
+
+func (r *run) zscore(args []string) Reply {
+	e, wrong := r.lookupType(args[1], typeZSet)
+	if wrong {
+		return wrongType
+	}
+	if e != nil {
+		if s, ok := e.zscore(args[2]); ok {
+			return bulkReply(formatScore(s))
+		}
+	}
+	return nilReply
+}
+
+func (r *run) zrem(args []string) Reply {
+	e, wrong := r.lookupType(args[1], typeZSet)
+	if wrong {
+		return wrongType
+	}
+	n := int64(0)
+	if e != nil {
+		for _, m := range args[2:] {
+			if e.zrem(m) {
+				n++
+			}
+		}
+		r.dropIfEmpty(args[1], e)
+	}
+	return intReply(n)
+}
+
+func (r *run) zcard(args []string) Reply {
+	e, wrong := r.lookupType(args[1], typeZSet)
+	switch {
+	case wrong:
+		return wrongType
+	case e == nil:
+		return intReply(0)
+	}
+	return intReply(int64(len(e.zset)))
+}
+
+// scoreRange parses a ZRANGEBYSCORE bound: a float, "(" for exclusive, ±inf.
+func scoreRange(s string) (float64, bool, bool) {
+	excl := strings.HasPrefix(s, "(")
+	f, ok := parseScore(strings.TrimPrefix(s, "("))
+	return f, excl, ok
+}
+
+// inRanger returns whether a score lies within the bounds args[2] and
+// args[3]; ok is false when a bound is not a float.
+func inRanger(args []string) (func(float64) bool, bool) {
+	lo, loEx, ok1 := scoreRange(args[2])
+	hi, hiEx, ok2 := scoreRange(args[3])
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	return func(s float64) bool {
+		return (s > lo || (!loEx && s == lo)) && (s < hi || (!hiEx && s == hi))
+	}, true
+}
+
+// zcount is ZCOUNT and ZREMRANGEBYSCORE.
+func (r *run) zcount(args []string) Reply {
+	in, ok := inRanger(args)
+	if !ok {
+		return errReply("ERR min or max is not a float")
+	}
+	e, wrong := r.lookupType(args[1], typeZSet)
+	switch {
+	case wrong:
+		return wrongType
+	case e == nil:
+		return intReply(0)
+	}
+	remove := strings.ToLower(args[0]) == "zremrangebyscore"
+	n, kept := int64(0), e.zset[:0:0]
+	for _, m := range e.zset {
+		if in(m.s) {
+			n++
+			if remove {
+				continue
+			}
+		}
+		kept = append(kept, m)
+	}
+	if remove {
+		e.zset = kept
+		r.dropIfEmpty(args[1], e)
+	}
+	return intReply(n)
+}
+
+// zrange is ZRANGE and ZREVRANGE by index, with WITHSCORES.
+func (r *run) zrange(args []string) Reply {
+	withScores := false
+	for _, o := range args[4:] {
+		if strings.ToUpper(o) != "WITHSCORES" {
+			return r.fail(ClassCommand, args, o, "ZRANGE options other than WITHSCORES are not in the analyzer's model")
+		}
+		withScores = true
+	}
+	start, ok1 := parseInt(args[2])
+	stop, ok2 := parseInt(args[3])
+	if !ok1 || !ok2 {
+		return notInteger
+	}
+	e, wrong := r.lookupType(args[1], typeZSet)
+	if wrong {
+		return wrongType
+	}
+	out := Reply{Type: ArrayReply}
+	if e == nil {
+		return out
+	}
+	n := int64(len(e.zset))
+	if start < 0 {
+		start = max(n+start, 0)
+	}
+	if stop < 0 {
+		stop = n + stop
+	}
+	stop = min(stop, n-1)
+	rev := strings.ToLower(args[0]) == "zrevrange"
+	for i := start; i <= stop; i++ {
+		m := e.zset[i]
+		if rev {
+			m = e.zset[n-1-i]
+		}
+		out.Elems = append(out.Elems, bulkReply(m.m))
+		if withScores {
+			out.Elems = append(out.Elems, bulkReply(formatScore(m.s)))
+		}
+	}
+	return out
+}
+
+func (r *run) push(args []string) Reply {
+	e, wrong := r.create(args[1], typeList)
+	if wrong {
+		return wrongType
+	}
+	for _, v := range args[2:] {
+		if strings.ToLower(args[0]) == "lpush" {
+			e.list = append([]string{v}, e.list...)
+		} else {
+			e.list = append(e.list, v)
+		}
+	}
+	return intReply(int64(len(e.list)))
+}
+
+func (r *run) llen(args []string) Reply {
+	e, wrong := r.lookupType(args[1], typeList)
+	switch {
+	case wrong:
+		return wrongType
+	case e == nil:
+		return intReply(0)
+	}
+	return intReply(int64(len(e.list)))
+}
