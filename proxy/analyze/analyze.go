@@ -15,6 +15,7 @@ type analysis struct {
 	vals         []string // probe value of each argument, KEYS first
 	dbArg        Arg      // the argument SELECT takes, probed as "0"
 	hint         *finding // the lock found with one KEYS fewer
+	consts       []string // the script's constants, tried as argument values
 	cache        map[string]*obs
 	runs         int
 }
@@ -33,7 +34,7 @@ func Analyze(body []byte, opts Options) (*Semantics, error) {
 	b := newBudget(opt)
 	v := newVM(proto, b)
 	defer v.L.Close()
-	a := &analysis{opt: opt, b: b, v: v, nkeys: 1}
+	a := &analysis{opt: opt, b: b, v: v, nkeys: 1, consts: constants(proto)}
 	first, err := a.settle()
 	if err != nil {
 		return nil, err

@@ -60,7 +60,7 @@ func (a *analysis) semantics(f *finding, v *verdict) (*Semantics, error) {
 		return nil, err
 	}
 	a.reportEffects(sem, f, v)
-	if err := a.alternatives(sem, f, v, constants(a.v.proto)); err != nil {
+	if err := a.alternatives(sem, f, v, a.consts); err != nil {
 		return nil, err
 	}
 	return sem, nil
@@ -78,7 +78,12 @@ func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
 			no = append(no, j.o.o.reply)
 		}
 	}
-	data := sem.Kind == Read || a.countersReturned(f, v)
+	// Yes integers carry data when they are a PTTL, a counter's value, or
+	// simply differ: then no single value is the rule.
+	data := ttlReplies || a.countersReturned(f, v)
+	for _, r := range yes {
+		data = data || r.Type != yes[0].Type || r.Int != yes[0].Int
+	}
 	rule, err := inferYes(yes, no, data)
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@ func (v *vm) cjsonLib() *lua.LTable {
 		if !v.b.charge(int64(len(s))/16 + 1) {
 			v.refuseLua(v.b.refusal)
 		}
+		v.noteDecoded(s)
 		d := jsonDecoder{v: v, s: s}
 		val := d.value(0)
 		d.space()
@@ -42,6 +43,22 @@ func (v *vm) cjsonLib() *lua.LTable {
 		return 1
 	}))
 	return t
+}
+
+// noteDecoded records which keys hold the string being decoded: the
+// analysis then tries JSON values in them.
+func (v *vm) noteDecoded(s string) {
+	if v.r == nil {
+		return
+	}
+	for name, e := range v.r.db {
+		if e.typ == typeString && e.str == s {
+			if v.r.decoded == nil {
+				v.r.decoded = map[string]bool{}
+			}
+			v.r.decoded[name] = true
+		}
+	}
 }
 
 func (v *vm) jsonEncode(L *lua.LState, b *strings.Builder, lv lua.LValue, depth int) {

@@ -170,9 +170,20 @@ func (a *analysis) uniformEffect(f *finding, o *obs) (effect, error) {
 
 // errored refuses a probe of the lock's own form that ended in an error:
 // the script failed where it should have decided.
-func errored(o *obs) error {
+func (a *analysis) errored(o *obs) error {
 	if o.o.err == "" {
 		return nil
 	}
-	return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: "the script raised an error: " + o.o.err}
+	return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: "the script raised an error: " + a.named(o.o.err)}
+}
+
+// named replaces the probe values in a text (an error message) by the
+// arguments they stand for.
+func (a *analysis) named(text string) string {
+	for i := len(a.vals) - 1; i >= 0; i-- {
+		if len(a.vals[i]) > 1 {
+			text = strings.ReplaceAll(text, a.vals[i], posName(i, a.nkeys))
+		}
+	}
+	return text
 }

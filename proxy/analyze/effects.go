@@ -151,7 +151,7 @@ func (a *analysis) undo(sem *Semantics, f *finding, v *verdict) error {
 		u.Members = []Value{sem.Token}
 		if t := f.tmpl[f.keys[0]]; t != nil {
 			for _, m := range t.zset {
-				if m.m != f.tok {
+				if m.m != tokenMark {
 					u.Members = append(u.Members, a.valueOf(m.m))
 				}
 			}
@@ -162,9 +162,9 @@ func (a *analysis) undo(sem *Semantics, f *finding, v *verdict) error {
 }
 
 // jsonField finds the field of a JSON object value that holds the token.
-func jsonField(e *entry, tok string) (string, error) {
+func jsonField(t *entry, tok string) (string, error) {
 	var obj map[string]any
-	if e != nil && json.Unmarshal([]byte(e.str), &obj) == nil {
+	if t != nil && json.Unmarshal([]byte(fromTemplate(t, tok, 0).str), &obj) == nil {
 		keys := make([]string, 0, len(obj))
 		for k := range obj {
 			keys = append(keys, k)

@@ -14,7 +14,8 @@ type finding struct {
 	tok       string         // the token's value (tokenless: the constant written)
 	tokArg    Arg            // the token as an argument, stable across layouts
 	form      keyType        // 0: any (an unconditional delete)
-	tmpl      map[int]*entry // what the acquisition wrote, per lock key
+	tmpl      map[int]*entry // per lock key, the shape of its value (see template); nil for plain
+	shape     string         // the shape's name
 	embedded  bool           // a string lock whose value contains the token among other text
 	tokenless bool
 }
@@ -74,9 +75,12 @@ type keyProbe struct {
 	pos     int
 	written *entry // what the all-absent probe left in it
 	token   int    // the argument whose holding makes a difference; -1 none, -2 several
-	form    keyType
-	deletes bool // every held state, whoever the holder, ends with the key deleted
-	renews  bool // every held state, whoever the holder, ends with the key's expiry re-set
+	shape   shape  // the shape of the value held by the token
+	deletes bool   // every held state, whoever the holder, ends with the key deleted
+	renews  bool   // every held state, whoever the holder, ends with the key's expiry re-set
+	held    int    // how many states held the key
+	errs    int    // how many of them ended in an error
+	err     string // the first such error
 }
 
 // find probes each key the script touches and decides the lock.
@@ -128,14 +132,32 @@ func contains(xs []int, x int) bool {
 	return false
 }
 
+// shape is a way a lock's value may look: plain (the token is the string,
+// the hash field or the sorted-set member) or a template.
+type shape struct {
+	f        keyType
+	tmpl     *entry // nil for plain
+	name     string // "" for plain
+	embedded bool   // a string that contains the token among other text
+}
+
 // probeKey runs the single-key states of key k: held by each candidate
-// token, by two other tokens, in each form, re-entered for a hash. It
-// returns the keys those runs touched.
+// token, by two other tokens, in each form, re-entered for a hash. A value
+// the script JSON-decodes is also tried as a JSON object naming the token.
+// It returns the keys those runs touched.
 func (a *analysis) probeKey(k int, s0 *obs, skip map[int]bool) (*keyProbe, []int, error) {
-	kp := &keyProbe{pos: k, token: -1, written: s0.o.r.db[a.vals[k]]}
+	kp := &keyProbe{pos: k, token: -1, written: s0.o.r.db[a.vals[k]], deletes: true, renews: true}
+	shapes := []shape{{f: typeString}, {f: typeHash}, {f: typeZSet}}
 	var cands []int
-	if kp.written != nil {
-		cands, _ = a.holds(kp.written, skip)
+	if w := kp.written; w != nil {
+		if toks, emb := a.holds(w, skip); len(toks) == 1 {
+			cands = toks
+			for i := range shapes {
+				if shapes[i].f == w.typ {
+					shapes[i] = shape{f: w.typ, tmpl: template(w, a.vals[toks[0]], s0.nowMS), name: "as the script writes it", embedded: emb}
+				}
+			}
+		}
 	}
 	if len(cands) == 0 {
 		for i := range a.vals {
@@ -145,59 +167,99 @@ func (a *analysis) probeKey(k int, s0 *obs, skip map[int]bool) (*keyProbe, []int
 		}
 	}
 	var more []int
-	kp.deletes, kp.renews = true, true
-	renewed := func(o *obs) bool {
-		pre, post := o.o.pre[a.vals[k]], o.o.r.db[a.vals[k]]
-		return post != nil && sameEntry(pre, post, 0) && pre.exp != post.exp
-	}
-	for _, f := range forms {
-		others := make([]*obs, 2)
-		for j, h := range []holder{byOther, byOther2} {
-			o, err := a.probe(probeState{keys: []keySpec{{k, h, f}}, token: -1})
+	decoded := false
+	for pass := 0; pass < 2; pass++ {
+		for _, sh := range shapes {
+			m, dec, err := a.probeShape(kp, sh, cands)
 			if err != nil {
 				return nil, nil, err
 			}
-			others[j] = o
-			more = append(more, touched(o.o)...)
-			kp.deletes = kp.deletes && o.o.r.db[a.vals[k]] == nil && o.o.err == ""
-			kp.renews = kp.renews && renewed(o)
+			more, decoded = append(more, m...), decoded || dec
 		}
-		for _, t := range cands {
-			o, err := a.probe(probeState{keys: []keySpec{{k, byCaller, f}}, token: t, tmpl: a.tmplOf(s0, k, t)})
-			if err != nil {
-				return nil, nil, err
-			}
-			more = append(more, touched(o.o)...)
-			kp.deletes = kp.deletes && o.o.r.db[a.vals[k]] == nil && o.o.err == ""
-			kp.renews = kp.renews && renewed(o)
-			if sig(o, a.vals[k]) != sig(others[0], a.vals[k]) && sig(others[0], a.vals[k]) == sig(others[1], a.vals[k]) {
-				if kp.token >= 0 && (kp.token != t || kp.form != f) {
-					kp.token = -2
-				} else if kp.token == -1 {
-					kp.token, kp.form = t, f
-				}
-			}
+		if kp.token != -1 || !decoded || pass == 1 {
+			break
 		}
+		shapes = a.jsonShapes()
 	}
 	return kp, more, nil
 }
 
-// tmplOf returns the entry the all-absent probe wrote in key k when it holds
-// token t, as a template for states held by the script's own hand.
-func (a *analysis) tmplOf(s0 *obs, k, t int) map[int]*entry {
-	e := s0.o.r.db[a.vals[k]]
-	if e == nil {
-		return nil
+// probeShape runs key kp.pos held in one shape by each candidate and by
+// two others, and records a token that makes a difference.
+func (a *analysis) probeShape(kp *keyProbe, sh shape, cands []int) (more []int, decoded bool, err error) {
+	k := kp.pos
+	state := func(h holder, t int) probeState {
+		s := probeState{keys: []keySpec{{k, h, sh.f}}, token: t, shape: sh.name}
+		if sh.tmpl != nil {
+			s.tmpl = map[int]*entry{k: sh.tmpl}
+		}
+		return s
 	}
-	toks, _ := a.holds(e, nil)
-	if !contains(toks, t) {
-		return nil
+	note := func(o *obs) {
+		pre, post := o.o.pre[a.vals[k]], o.o.r.db[a.vals[k]]
+		kp.deletes = kp.deletes && post == nil && o.o.err == ""
+		kp.renews = kp.renews && post != nil && sameEntry(pre, post, 0) && pre.exp != post.exp
+		kp.held++
+		if o.o.err != "" {
+			if kp.errs++; kp.err == "" {
+				kp.err = o.o.err
+			}
+		}
+		more = append(more, touched(o.o)...)
+		decoded = decoded || o.o.r.decoded[a.vals[k]]
 	}
-	c := e.clone()
-	for i := range c.zset {
-		c.zset[i].s -= float64(s0.nowMS)
+	others := make([]*obs, 2)
+	for j, h := range []holder{byOther, byOther2} {
+		if others[j], err = a.probe(state(h, -1)); err != nil {
+			return nil, false, err
+		}
+		note(others[j])
 	}
-	return map[int]*entry{k: c}
+	key := a.vals[k]
+	for _, t := range cands {
+		o, err := a.probe(state(byCaller, t))
+		if err != nil {
+			return nil, false, err
+		}
+		note(o)
+		if sig(o, key) == sig(others[0], key) || sig(others[0], key) != sig(others[1], key) {
+			continue
+		}
+		switch {
+		case kp.token == -1:
+			kp.token, kp.shape = t, sh
+		case kp.token != t || kp.shape.f != sh.f:
+			kp.token = -2
+		}
+	}
+	return more, decoded, nil
+}
+
+// maxJSONShapes bounds the field names tried for a JSON-decoded value.
+const maxJSONShapes = 16
+
+// jsonShapes are the JSON values a script may decode to find the holder: a
+// JSON string, or an object with the token in a field named by one of the
+// script's string constants.
+func (a *analysis) jsonShapes() []shape {
+	out := []shape{{f: typeString, tmpl: &entry{typ: typeString, str: `"` + tokenMark + `"`}, name: "JSON string", embedded: true}}
+	for _, c := range a.consts {
+		if len(out) > maxJSONShapes || !isIdent(c) {
+			continue
+		}
+		out = append(out, shape{f: typeString, tmpl: &entry{typ: typeString, str: fmt.Sprintf(`{"%s":"%s"}`, c, tokenMark)},
+			name: fmt.Sprintf("JSON object with the token in %q", c), embedded: true})
+	}
+	return out
+}
+
+func isIdent(s string) bool {
+	for i, c := range s {
+		if !(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9')) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // sig summarizes an outcome for comparing holders: the reply, whether key k
@@ -240,16 +302,19 @@ func entryText(e *entry, now int64) string {
 // difference, must agree on one token and one form.
 func (a *analysis) pick(probes []*keyProbe, s0 *obs, skip map[int]bool) (*finding, error) {
 	var f *finding
-	add := func(kp *keyProbe, t int, form keyType, embedded bool) error {
+	add := func(kp *keyProbe, t int, sh shape) error {
 		if f == nil {
-			f = &finding{token: t, tok: a.vals[t], tokArg: argOf(t, a.nkeys), form: form, tmpl: map[int]*entry{}}
+			f = &finding{token: t, tok: a.vals[t], tokArg: argOf(t, a.nkeys), form: sh.f, tmpl: map[int]*entry{}}
 		}
-		if f.token != t || f.form != form {
+		if f.token != t || f.form != sh.f {
 			return &Refusal{Class: ClassBehaviour, Reason: fmt.Sprintf("%s is locked by %s (%s) but %s by %s (%s): one script, several locks",
-				posName(f.keys[0], a.nkeys), posName(f.token, a.nkeys), f.form, posName(kp.pos, a.nkeys), posName(t, a.nkeys), form)}
+				posName(f.keys[0], a.nkeys), posName(f.token, a.nkeys), f.form, posName(kp.pos, a.nkeys), posName(t, a.nkeys), sh.f)}
 		}
 		f.keys = append(f.keys, kp.pos)
-		f.embedded = f.embedded || embedded
+		f.embedded = f.embedded || sh.embedded
+		if sh.tmpl != nil {
+			f.tmpl[kp.pos], f.shape = sh.tmpl, sh.name
+		}
 		return nil
 	}
 	for _, kp := range probes {
@@ -261,10 +326,10 @@ func (a *analysis) pick(probes []*keyProbe, s0 *obs, skip map[int]bool) (*findin
 		case len(toks) > 1:
 			return nil, &Refusal{Class: ClassBehaviour, Probe: s0.name, Arg: posName(kp.pos, a.nkeys), Reason: "the key written holds several arguments; none is the token alone"}
 		case len(toks) == 1:
-			if err := add(kp, toks[0], kp.written.typ, embedded); err != nil {
+			sh := shape{f: kp.written.typ, tmpl: template(kp.written, a.vals[toks[0]], s0.nowMS), name: "as the script writes it", embedded: embedded}
+			if err := add(kp, toks[0], sh); err != nil {
 				return nil, err
 			}
-			f.tmpl[kp.pos] = a.tmplOf(s0, kp.pos, toks[0])[kp.pos]
 		}
 	}
 	for _, kp := range probes {
@@ -272,7 +337,7 @@ func (a *analysis) pick(probes []*keyProbe, s0 *obs, skip map[int]bool) (*findin
 		case kp.token == -2:
 			return nil, &Refusal{Class: ClassBehaviour, Arg: posName(kp.pos, a.nkeys), Reason: "several arguments act as the token of " + posName(kp.pos, a.nkeys)}
 		case kp.token >= 0 && (f == nil || !contains(f.keys, kp.pos)):
-			if err := add(kp, kp.token, kp.form, false); err != nil {
+			if err := add(kp, kp.token, kp.shape); err != nil {
 				return nil, err
 			}
 		}

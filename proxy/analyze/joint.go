@@ -129,11 +129,7 @@ func (a *analysis) tokenless(probes []*keyProbe, s0 *obs) (*finding, error) {
 			return nil, &Refusal{Class: ClassBehaviour, Probe: s0.name, Reason: "the script writes different constants to different keys"}
 		}
 		f.keys = append(f.keys, kp.pos)
-		t := w.clone()
-		for i := range t.zset {
-			t.zset[i].s -= float64(s0.nowMS)
-		}
-		f.tmpl[kp.pos] = t
+		f.tmpl[kp.pos], f.shape = template(w, c, s0.nowMS), "as the script writes it"
 	}
 	if f != nil {
 		return f, nil
@@ -150,6 +146,10 @@ func (a *analysis) tokenless(probes []*keyProbe, s0 *obs) (*finding, error) {
 		return f, nil
 	}
 	for _, kp := range probes {
+		if kp.held > 0 && kp.errs == kp.held {
+			return nil, &Refusal{Class: ClassBehaviour, Arg: posName(kp.pos, a.nkeys),
+				Reason: fmt.Sprintf("every probe where %s is held ends in an error (%s): no behaviour to classify", posName(kp.pos, a.nkeys), a.named(kp.err))}
+		}
 		if kp.renews {
 			return nil, &Refusal{Class: ClassBehaviour, Arg: posName(kp.pos, a.nkeys),
 				Reason: fmt.Sprintf("the script re-sets the TTL of %s whoever holds it: an extend without a token, which would extend another client's lock", posName(kp.pos, a.nkeys))}

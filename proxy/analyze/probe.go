@@ -58,15 +58,39 @@ type keySpec struct {
 type probeState struct {
 	keys  []keySpec
 	token int            // index in vals of the caller's token; -1 for none
-	tmpl  map[int]*entry // the entry the script's own acquisition wrote, per key, times relative to its clock
 	tok   string         // the caller's token value when token is -1 (tokenless)
+	tmpl  map[int]*entry // per key, the shape of a held value (see template); nil for the plain one
+	shape string         // names the shapes in tmpl, for the probe's name
+}
+
+// tokenMark stands for the holder's token in a template.
+const tokenMark = "\x00token\x00"
+
+// template is an entry as the script writes it (what its own acquisition
+// left, or a JSON object naming the token), with the token replaced by
+// tokenMark and scores relative to the clock.
+func template(e *entry, token string, nowMS int64) *entry {
+	t := e.clone()
+	t.str = strings.ReplaceAll(t.str, token, tokenMark)
+	for i := range t.hash {
+		if t.hash[i].f == token {
+			t.hash[i].f = tokenMark
+		}
+	}
+	for i := range t.zset {
+		if t.zset[i].m == token {
+			t.zset[i].m = tokenMark
+		}
+		t.zset[i].s -= float64(nowMS)
+	}
+	return t
 }
 
 func (a *analysis) stateName(s probeState) string {
 	if len(s.keys) == 0 {
 		return "all keys absent"
 	}
-	parts := make([]string, len(s.keys))
+	parts := make([]string, len(s.keys), len(s.keys)+1)
 	for i, k := range s.keys {
 		name := posName(k.pos, a.nkeys)
 		switch k.h {
@@ -81,6 +105,9 @@ func (a *analysis) stateName(s probeState) string {
 		case reentered:
 			parts[i] = fmt.Sprintf("%s re-entered by the caller's token %s (hash count 2)", name, a.tokenName(s))
 		}
+	}
+	if s.shape != "" {
+		parts = append(parts, s.shape)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -116,7 +143,7 @@ func (a *analysis) db(s probeState, nowMS int64) keyspace {
 		exp := nowMS + heldPTTL(i)
 		var e *entry
 		if t := s.tmpl[k.pos]; t != nil && t.typ == k.f {
-			e = fromTemplate(t, a.tokenValue(s), hv, nowMS)
+			e = fromTemplate(t, hv, nowMS)
 		} else {
 			e = &entry{typ: k.f}
 			switch k.f {
@@ -141,18 +168,17 @@ func (a *analysis) db(s probeState, nowMS int64) keyspace {
 	return ks
 }
 
-// fromTemplate is the entry the script's acquisition wrote, with the
-// caller's token replaced by hv and scores moved to the clock now.
-func fromTemplate(t *entry, token, hv string, now int64) *entry {
+// fromTemplate fills a template with holder token hv at the clock now.
+func fromTemplate(t *entry, hv string, now int64) *entry {
 	e := t.clone()
-	e.str = strings.ReplaceAll(e.str, token, hv)
+	e.str = strings.ReplaceAll(e.str, tokenMark, hv)
 	for i := range e.hash {
-		if e.hash[i].f == token {
+		if e.hash[i].f == tokenMark {
 			e.hash[i].f = hv
 		}
 	}
 	for i := range e.zset {
-		if e.zset[i].m == token {
+		if e.zset[i].m == tokenMark {
 			e.zset[i].m = hv
 		}
 		e.zset[i].s += float64(now)

@@ -1,5 +1,10 @@
 package analyze
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Semantics is what a script does, as the quorum engine needs it: to build
 // the master command (the script itself, sent unchanged by EVALSHA), account
 // validity, classify each master's reply, render the client's reply on a
@@ -129,4 +134,61 @@ type Counter struct {
 	Key Arg
 	// Returned: the script's yes reply is the counter's new value.
 	Returned bool
+}
+
+// String renders the semantics on one line, for logs, INFO and tests.
+func (s *Semantics) String() string {
+	var b strings.Builder
+	b.WriteString(s.Kind.String())
+	if s.Force {
+		b.WriteString(" force")
+	}
+	fmt.Fprintf(&b, " %s keys=", s.Form)
+	for i, k := range s.LockKeys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k.String())
+	}
+	if s.EachKey {
+		b.WriteString("..")
+	}
+	switch {
+	case s.Tokenless && s.Token.Const == "":
+		b.WriteString(" tokenless")
+	case s.Tokenless:
+		fmt.Fprintf(&b, " tokenless=%s", s.Token)
+	default:
+		fmt.Fprintf(&b, " token=%s", s.Token)
+	}
+	if s.TTL != nil {
+		b.WriteString(" ttl=" + s.TTL.Arg.String() + " " + s.TTL.Unit.String())
+		if s.TTL.Arg.IsZero() {
+			b.WriteString(" ttl=" + s.TTL.Const.String())
+		}
+		if s.TTL.AddsRemaining {
+			b.WriteString("+remaining")
+		}
+	}
+	fmt.Fprintf(&b, " yes=%s no=%s", s.Yes.String(), s.No)
+	if s.ReplyIsTTL {
+		b.WriteString(" reply-is-ttl")
+	}
+	if u := s.Undo; u != nil {
+		fmt.Fprintf(&b, " undo=%s(%s", u.Op, u.Token)
+		for _, m := range u.Members[min(1, len(u.Members)):] {
+			b.WriteString("," + m.String())
+		}
+		if u.JSONField != "" {
+			b.WriteString(" json." + u.JSONField)
+		}
+		b.WriteString(")")
+		if s.NoIsNoop {
+			b.WriteString(" no-is-noop")
+		}
+	}
+	if !s.DBArg.IsZero() {
+		b.WriteString(" db=" + s.DBArg.String())
+	}
+	return b.String()
 }

@@ -22,9 +22,12 @@ const (
 type YesRule struct {
 	Type ReplyType
 	// Str is the exact text of a StatusReply or BulkReply yes; AnyStr
-	// accepts any text of that type.
+	// accepts any text of that type. OrBulk: a StatusReply rule also
+	// accepts a BulkReply of the same text (go-zero answers SET's +OK for a
+	// new lock and a bulk "OK" from `return "OK"` for the holder's own).
 	Str    string
 	AnyStr bool
+	OrBulk bool
 	// Cmp and Int decide an IntReply yes.
 	Cmp IntCmp
 	Int int64
@@ -35,7 +38,7 @@ type YesRule struct {
 
 // Match applies the rule to one reply of a call that passed numKeys KEYS.
 func (y *YesRule) Match(r *Reply, numKeys int) bool {
-	if r.Type != y.Type {
+	if r.Type != y.Type && !(y.OrBulk && r.Type == BulkReply) {
 		return false
 	}
 	switch y.Type {
@@ -67,6 +70,9 @@ func (y *YesRule) String() string {
 		return "nil"
 	case StatusReply, BulkReply:
 		pre := map[ReplyType]string{StatusReply: "status ", BulkReply: "bulk "}[y.Type]
+		if y.OrBulk {
+			pre = "status or bulk "
+		}
 		if y.AnyStr {
 			return pre + "(any)"
 		}

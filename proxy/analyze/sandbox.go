@@ -133,10 +133,12 @@ func (v *vm) globalIndex(L *lua.LState) int {
 // libIndex answers a read of a missing field of a library table: Redis's
 // libraries have fields this sandbox does not provide (cjson.encode_keep_buffer,
 // redis.setresp…), and using one is refused by name rather than read as nil.
+// The string table is also every string's __index, where a missing field
+// is an ordinary nil (("x").owner).
 func (v *vm) libIndex(lib string) lua.LGFunction {
 	return func(L *lua.LState) int {
 		key := L.Get(2)
-		if s, ok := key.(lua.LString); ok {
+		if s, ok := key.(lua.LString); ok && lib != "string" {
 			v.refuseLua(&Refusal{Class: ClassLibrary, Command: lib + "." + string(s), Reason: lib + "." + string(s) + " is not provided by the analyzer"})
 		}
 		L.Push(lua.LNil)

@@ -26,8 +26,8 @@ func (a *analysis) ttlOf(o *obs, k string) (TTL, bool, *Refusal) {
 	if o.moved[k] {
 		rel := post.exp - o.nowMS
 		for i := range a.vals {
-			n, ok := parseInt(a.vals[i])
-			if !ok || argOf(i, a.nkeys) == a.dbArg {
+			n, ok := a.probeNumber(i)
+			if !ok {
 				continue
 			}
 			t.Arg = argOf(i, a.nkeys)
@@ -46,7 +46,7 @@ func (a *analysis) ttlOf(o *obs, k string) (TTL, bool, *Refusal) {
 		return TTL{Key: key, Const: time.Duration(rel) * time.Millisecond}, true, nil
 	}
 	for i := range a.vals {
-		n, ok := parseInt(a.vals[i])
+		n, ok := a.probeNumber(i)
 		if !ok {
 			continue
 		}
@@ -62,6 +62,16 @@ func (a *analysis) ttlOf(o *obs, k string) (TTL, bool, *Refusal) {
 	}
 	return TTL{}, false, &Refusal{Class: ClassClock, Probe: o.name, Arg: key.String(),
 		Reason: fmt.Sprintf("the script sets %s to expire at a fixed time that is no argument", key)}
+}
+
+// probeNumber is argument i's distinct probe number, if it holds one: not
+// the SELECT argument's "0", nor one of the script's own constants tried as
+// an alternative value, which a constant TTL would match by chance.
+func (a *analysis) probeNumber(i int) (int64, bool) {
+	if a.vals[i] != argValue(i) {
+		return 0, false
+	}
+	return parseInt(a.vals[i])
 }
 
 // addTTL appends t to ts unless an equal TTL is there, merging the

@@ -12,9 +12,13 @@ func inferYes(yes, no []Reply, data bool) (YesRule, error) {
 	if len(yes) == 0 {
 		return YesRule{}, &Refusal{Class: ClassBehaviour, Reason: "no probe answered yes"}
 	}
-	t := yes[0].Type
+	t, orBulk := yes[0].Type, false
 	for _, r := range yes {
-		if r.Type != t {
+		switch {
+		case r.Type == t:
+		case (r.Type == StatusReply && t == BulkReply) || (r.Type == BulkReply && t == StatusReply):
+			t, orBulk = StatusReply, true
+		default:
 			return YesRule{}, noRule(yes, no, "yes replies of several types")
 		}
 	}
@@ -23,7 +27,7 @@ func inferYes(yes, no []Reply, data bool) (YesRule, error) {
 	case NilReply:
 		cands = []YesRule{{Type: NilReply}}
 	case StatusReply, BulkReply:
-		cands = []YesRule{{Type: t, Str: yes[0].Str}, {Type: t, AnyStr: true}}
+		cands = []YesRule{{Type: t, Str: yes[0].Str, OrBulk: orBulk}, {Type: t, AnyStr: true, OrBulk: orBulk}}
 	case IntReply:
 		if !data {
 			cands = append(cands, YesRule{Type: t, Cmp: IntEq, Int: yes[0].Int})
