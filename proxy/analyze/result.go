@@ -161,11 +161,14 @@ func (s *Semantics) String() string {
 	default:
 		fmt.Fprintf(&b, " token=%s", s.Token)
 	}
-	if s.TTL != nil {
+	switch {
+	case s.TTL == nil:
+	case s.TTL.Arg.IsZero():
+		b.WriteString(" ttl=" + s.TTL.Const.String())
+	default:
 		b.WriteString(" ttl=" + s.TTL.Arg.String() + " " + s.TTL.Unit.String())
-		if s.TTL.Arg.IsZero() {
-			b.WriteString(" ttl=" + s.TTL.Const.String())
-		}
+	}
+	if s.TTL != nil {
 		if s.TTL.AddsRemaining {
 			b.WriteString("+remaining")
 		}
