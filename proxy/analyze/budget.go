@@ -14,18 +14,20 @@ type Options struct {
 	// parser's and compiler's recursion.
 	MaxBodyBytes int
 	// MaxRunSteps bounds one probe run: VM instructions plus the work the
-	// library functions do, counted in instruction-sized units (default
-	// 100,000). It also bounds how many table slots a run can create, one or
-	// a few per instruction.
+	// library functions and the model do, counted in instruction-sized
+	// units (default 20,000; a run of a corpus script takes at most about
+	// 120). It also bounds the tables and closures a run can create, one
+	// per step at most.
 	MaxRunSteps int64
-	// MaxSteps bounds the whole analysis (default 4,000,000).
+	// MaxSteps bounds the whole analysis (default 1,000,000; the corpus
+	// takes at most about 130,000).
 	MaxSteps int64
 	// MaxRunBytes bounds the bytes of strings a run builds (concatenation,
-	// string.rep, string.format, table.concat, cjson…), counted before they
-	// are allocated (default 1 MiB).
+	// string.rep, string.format, table.concat, cjson, the model's replies…),
+	// counted before they are allocated (default 256 KiB).
 	MaxRunBytes int64
 	// MaxBytes bounds the bytes of strings built over the whole analysis
-	// (default 32 MiB): garbage included, so it also bounds the work.
+	// (default 8 MiB): garbage included, so it also bounds the work.
 	MaxBytes int64
 	// Timeout is a wall-clock backstop for work the step count cannot see
 	// (default 5s); a normal analysis takes milliseconds. Reaching it is the
@@ -41,16 +43,16 @@ func (o Options) withDefaults() Options {
 		o.MaxBodyBytes = 16 << 10
 	}
 	if o.MaxRunSteps <= 0 {
-		o.MaxRunSteps = 100_000
+		o.MaxRunSteps = 20_000
 	}
 	if o.MaxSteps <= 0 {
-		o.MaxSteps = 4_000_000
+		o.MaxSteps = 1_000_000
 	}
 	if o.MaxRunBytes <= 0 {
-		o.MaxRunBytes = 1 << 20
+		o.MaxRunBytes = 256 << 10
 	}
 	if o.MaxBytes <= 0 {
-		o.MaxBytes = 32 << 20
+		o.MaxBytes = 8 << 20
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
@@ -78,6 +80,7 @@ type budget struct {
 	refusal         *Refusal
 	closed, open    chan struct{}
 	sinceClockCheck int
+	maxRun          int64 // the most steps a run took, for tests
 }
 
 func newBudget(opt Options) *budget {
@@ -87,7 +90,10 @@ func newBudget(opt Options) *budget {
 }
 
 // startRun resets the per-run counters.
-func (b *budget) startRun() { b.runSteps, b.runBytes = 0, 0 }
+func (b *budget) startRun() {
+	b.maxRun = max(b.maxRun, b.runSteps)
+	b.runSteps, b.runBytes = 0, 0
+}
 
 // fail records the first refusal; later ones are consequences of it.
 func (b *budget) fail(r *Refusal) {

@@ -17,6 +17,9 @@ func (a *analysis) layout() (*layoutResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s0.o.err != "" && len(touched(s0.o)) == 0 {
+		return nil, &Refusal{Class: ClassBehaviour, Probe: s0.name, Reason: "the script fails before it touches a key: " + a.named(s0.o.err)}
+	}
 	f, err := a.find(s0)
 	if err != nil {
 		return nil, err

@@ -247,7 +247,7 @@ func (d *jsonDecoder) value(depth int) lua.LValue {
 
 // tableCost is what building one table charges: decoding "[[],[],…]"
 // would otherwise make a table per three bytes.
-const tableCost = 32
+const tableCost = 8
 
 func (d *jsonDecoder) object(depth int) lua.LValue {
 	d.charge()

@@ -76,6 +76,8 @@ func (v *vm) installBase(g *lua.LTable) {
 	L := v.L
 	orig := func(name string) lua.LGFunction { return g.RawGetString(name).(*lua.LFunction).GFunction }
 	getmt, setmt, tostr := orig("getmetatable"), orig("setmetatable"), orig("tostring")
+	g.RawSetString("pcall", L.NewFunction(v.pcall))
+	g.RawSetString("xpcall", L.NewFunction(v.xpcall(orig("xpcall"))))
 	g.RawSetString("getmetatable", L.NewFunction(func(L *lua.LState) int {
 		if t, ok := L.Get(1).(*lua.LTable); ok && (v.hidden[t] || t == v.keys || t == v.argv) {
 			L.Push(lua.LNil)
@@ -120,6 +122,53 @@ func (v *vm) installBase(g *lua.LTable) {
 		}
 		return int(n)
 	}))
+}
+
+// pcall is Lua's pcall, but with a handler that returns the error as it
+// is: gopher-lua formats a stack trace for every error caught without one,
+// which a script catching errors in a loop at depth would make cost far
+// more than the instructions counted.
+func (v *vm) pcall(L *lua.LState) int {
+	fn := L.CheckAny(1)
+	if fn.Type() != lua.LTFunction && L.GetMetaField(fn, "__call").Type() != lua.LTFunction {
+		L.Push(lua.LFalse)
+		L.Push(lua.LString("attempt to call a " + fn.Type().String() + " value"))
+		return 2
+	}
+	if err := L.PCall(L.GetTop()-1, lua.MultRet, v.keepError); err != nil {
+		v.chargeError()
+		L.Push(lua.LFalse)
+		if ae, ok := err.(*lua.ApiError); ok {
+			L.Push(ae.Object)
+		} else {
+			L.Push(lua.LString(err.Error()))
+		}
+		return 2
+	}
+	L.Insert(lua.LTrue, 1)
+	return L.GetTop()
+}
+
+// errorCost is what catching an error charges: at the bottom of a deep
+// stack gopher-lua still formats a trace of every frame, which a loop of
+// failing pcalls would otherwise repeat for free.
+const errorCost = 256
+
+func (v *vm) chargeError() {
+	if !v.b.charge(errorCost) {
+		v.refuseLua(v.b.refusal)
+	}
+}
+
+// xpcall is Lua's xpcall, charging for the errors it catches.
+func (v *vm) xpcall(orig lua.LGFunction) lua.LGFunction {
+	return func(L *lua.LState) int {
+		n := orig(L)
+		if n > 0 && L.Get(-n) == lua.LFalse {
+			v.chargeError()
+		}
+		return n
+	}
 }
 
 // installMath refuses randomness; the rest of math is pure.

@@ -97,6 +97,11 @@ func (v *vm) redisCall(raise bool) lua.LGFunction {
 			v.refuseLua(v.b.refusal)
 		}
 		r := v.r.exec(args)
+		// The reply becomes Lua values: count them, or a loop of ZRANGE
+		// over a large set would allocate without limit.
+		if n, size := replySize(r); v.b.refusal == nil && (!v.b.charge(n) || !v.b.alloc(size)) {
+			v.refuseLua(v.b.refusal)
+		}
 		if v.b.refusal != nil {
 			v.refuseLua(v.b.refusal)
 		}
@@ -106,4 +111,14 @@ func (v *vm) redisCall(raise bool) lua.LGFunction {
 		L.Push(v.replyToLua(r))
 		return 1
 	}
+}
+
+// replySize counts a reply's values and string bytes.
+func replySize(r Reply) (n, bytes int64) {
+	n, bytes = 1, int64(len(r.Str))
+	for _, e := range r.Elems {
+		en, eb := replySize(e)
+		n, bytes = n+en, bytes+eb
+	}
+	return n, bytes
 }

@@ -24,6 +24,8 @@ type vm struct {
 	hidden map[*lua.LTable]bool // tables whose metatable belongs to the sandbox
 	frozen []frozenTable
 	null   *lua.LUserData // cjson.null
+	// keepError is pcall's error handler: it returns the error unchanged.
+	keepError *lua.LFunction
 }
 
 // frozenTable is a library table and its entries when the sandbox was built.
@@ -64,10 +66,11 @@ func newVM(proto *lua.FunctionProto, b *budget) *vm {
 		// are, and this bounds both.
 		CallStackSize:    200,
 		RegistrySize:     1024,
-		RegistryMaxSize:  64 * 1024, // values on the Lua stack: 1 MiB at most
+		RegistryMaxSize:  16 * 1024, // values on the Lua stack: 256 KiB at most
 		RegistryGrowStep: 1024,
 	})
 	v := &vm{L: L, proto: proto, b: b, hidden: map[*lua.LTable]bool{}}
+	v.keepError = L.NewFunction(func(L *lua.LState) int { return 1 })
 	L.SetContext(b)
 	for _, lib := range []struct {
 		name string
@@ -124,7 +127,11 @@ func (v *vm) protect(t *lua.LTable, name string, index lua.LGFunction) {
 func (v *vm) globalIndex(L *lua.LState) int {
 	name := L.CheckString(2)
 	if why, ok := refusedGlobals[name]; ok {
-		v.refuseLua(&Refusal{Class: ClassLibrary, Command: name, Reason: why})
+		class := ClassLibrary
+		if name == "os" {
+			class = ClassClock
+		}
+		v.refuseLua(&Refusal{Class: class, Command: name, Reason: why})
 	}
 	L.RaiseError("Script attempted to access nonexistent global variable '%s'", name)
 	return 0
@@ -160,10 +167,8 @@ func (v *vm) refuseLua(r *Refusal) {
 // checkFrozen refuses a run that changed a library table or the globals.
 func (v *vm) checkFrozen() *Refusal {
 	for _, f := range v.frozen {
-		n := 0
 		changed := ""
 		f.t.ForEach(func(k, val lua.LValue) {
-			n++
 			if f.t == v.L.G.Global && (k == lua.LString("KEYS") || k == lua.LString("ARGV")) {
 				return // replaced by every run
 			}
@@ -171,8 +176,10 @@ func (v *vm) checkFrozen() *Refusal {
 				changed = lua.LVAsString(k)
 			}
 		})
-		if changed == "" && n != len(f.entries) {
-			changed = "(a removed entry)"
+		for k := range f.entries {
+			if changed == "" && f.t.RawGet(k) == lua.LNil {
+				changed = lua.LVAsString(k)
+			}
 		}
 		if changed != "" {
 			return &Refusal{Class: ClassNondeterministic, Command: f.name,

@@ -31,8 +31,12 @@ func (v *vm) installString(s *lua.LTable) {
 	sized("reverse", orig("reverse"))
 	byteFn := orig("byte")
 	s.RawSetString("byte", L.NewFunction(func(L *lua.LState) int {
-		if n := len(L.CheckString(1)); n > maxResults && L.GetTop() > 2 {
+		n := len(L.CheckString(1))
+		if n > maxResults && L.GetTop() > 2 {
 			L.RaiseError("string slice too long")
+		}
+		if !v.b.charge(int64(n)/8 + 1) {
+			v.refuseLua(v.b.refusal)
 		}
 		return byteFn(L)
 	}))
