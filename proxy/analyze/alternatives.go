@@ -125,7 +125,7 @@ func uniformHolders(s probeState) bool {
 // checks it does to the lock what it did with the probe values, or declines:
 // a no, or an error, that writes no lock key is safe whatever the value.
 func (a *analysis) sameWith(sem *Semantics, f *finding, j judged, with string) error {
-	o, err := a.probe(j.o.s)
+	o, err := a.probeOnce(j.o.s)
 	if errors.Is(err, errRestart{}) {
 		return &Refusal{Class: ClassBehaviour, Probe: j.o.name, Reason: with + " the script reads other arguments"}
 	}

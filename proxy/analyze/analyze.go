@@ -51,9 +51,28 @@ func Analyze(body []byte, opts Options) (*Semantics, error) {
 	if a.nkeys != k0+1 {
 		return nil, &Refusal{Class: ClassBehaviour, Reason: fmt.Sprintf("with %d KEYS the script reads KEYS[%d]: it reads past its last key", k0+1, a.nkeys)}
 	}
+	// What the layouts agree on is the script's behaviour with the probe
+	// values; the alternatives, tried once, may add to its TTLs or refuse.
+	alt := *second.sem
+	alt.OtherTTLs = append([]TTL(nil), second.sem.OtherTTLs...)
+	if alt.TTL != nil {
+		t := *alt.TTL
+		alt.TTL = &t
+	}
 	sem, err := combine(first.sem, second.sem, k0)
 	if err != nil {
 		return nil, err
+	}
+	if err := a.alternatives(&alt, second.f, second.v, a.consts); err != nil {
+		return nil, err
+	}
+	if alt.TTL != nil && alt.TTL.AddsRemaining {
+		sem.TTL.AddsRemaining = true
+	}
+	for _, t := range alt.OtherTTLs {
+		if t.Key != (Arg{Keys: true, Index: k0 + 1}) || !sem.EachKey {
+			sem.OtherTTLs = addTTL(sem.OtherTTLs, t)
+		}
 	}
 	sem.Probes = a.runs
 	return sem, nil

@@ -9,6 +9,7 @@ import (
 type layoutResult struct {
 	sem *Semantics
 	f   *finding
+	v   *verdict
 }
 
 // layout analyzes the script with the current KEYS and ARGV.
@@ -32,7 +33,7 @@ func (a *analysis) layout() (*layoutResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &layoutResult{sem: sem, f: f}, nil
+	return &layoutResult{sem: sem, f: f, v: v}, nil
 }
 
 // semantics turns a verdict into the engine's description.
@@ -63,9 +64,6 @@ func (a *analysis) semantics(f *finding, v *verdict) (*Semantics, error) {
 		return nil, err
 	}
 	a.reportEffects(sem, f, v)
-	if err := a.alternatives(sem, f, v, a.consts); err != nil {
-		return nil, err
-	}
 	return sem, nil
 }
 

@@ -61,11 +61,6 @@ func (v *vm) exec(r *run) (outcome, *Refusal) {
 			return o, v.b.refusal
 		}
 	}
-	if ref := v.checkFrozen(); ref != nil {
-		ref.Probe = r.probe
-		v.b.fail(ref)
-		return o, ref
-	}
 	return o, nil
 }
 

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"sort"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -28,12 +29,15 @@ type vm struct {
 	keepError *lua.LFunction
 }
 
-// frozenTable is a library table and its entries when the sandbox was built.
+// frozenTable is a library table and its entries when the sandbox was
+// built, KEYS and ARGV aside (every run replaces them).
 type frozenTable struct {
 	name    string
 	t       *lua.LTable
-	entries map[lua.LValue]lua.LValue
+	entries []kv
 }
+
+type kv struct{ k, v lua.LValue }
 
 // refusedGlobals are globals whose use is refused outright, with the reason
 // shown in the refusal. Redis lacks most of them; those it has (load,
@@ -117,8 +121,13 @@ func (v *vm) protect(t *lua.LTable, name string, index lua.LGFunction) {
 	mt.RawSetString("__index", v.L.NewFunction(index))
 	v.L.SetMetatable(t, mt)
 	v.hidden[t] = true
-	f := frozenTable{name: name, t: t, entries: map[lua.LValue]lua.LValue{}}
-	t.ForEach(func(k, val lua.LValue) { f.entries[k] = val })
+	f := frozenTable{name: name, t: t}
+	t.ForEach(func(k, val lua.LValue) {
+		if k != lua.LString("KEYS") && k != lua.LString("ARGV") {
+			f.entries = append(f.entries, kv{k, val})
+		}
+	})
+	sort.Slice(f.entries, func(i, j int) bool { return lua.LVAsString(f.entries[i].k) < lua.LVAsString(f.entries[j].k) })
 	v.frozen = append(v.frozen, f)
 }
 
@@ -164,21 +173,19 @@ func (v *vm) refuseLua(r *Refusal) {
 	v.L.RaiseError("%s", v.b.refusal.Error())
 }
 
-// checkFrozen refuses a run that changed a library table or the globals.
+// checkFrozen refuses a script that changed a library table or the
+// globals: an existing entry replaced, or anything added to the array part
+// (table.insert). New keys cannot be added: __newindex raises, as in Redis,
+// and rawset and setmetatable refuse these tables.
 func (v *vm) checkFrozen() *Refusal {
 	for _, f := range v.frozen {
 		changed := ""
-		f.t.ForEach(func(k, val lua.LValue) {
-			if f.t == v.L.G.Global && (k == lua.LString("KEYS") || k == lua.LString("ARGV")) {
-				return // replaced by every run
-			}
-			if old, ok := f.entries[k]; (!ok || old != val) && changed == "" {
-				changed = lua.LVAsString(k)
-			}
-		})
-		for k := range f.entries {
-			if changed == "" && f.t.RawGet(k) == lua.LNil {
-				changed = lua.LVAsString(k)
+		if f.t.Len() != 0 {
+			changed = "1"
+		}
+		for _, e := range f.entries {
+			if changed == "" && f.t.RawGet(e.k) != e.v {
+				changed = lua.LVAsString(e.k)
 			}
 		}
 		if changed != "" {
