@@ -31,7 +31,9 @@ func (r *run) set(args []string) Reply {
 			get = true
 		case opt == "KEEPTTL" && unit == "":
 			keep = true
-		case (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && unit == "" && !keep && i+1 < len(args):
+		// As in Redis, the same expiry option may repeat (the last wins),
+		// two different ones may not.
+		case (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && (unit == "" || unit == opt) && !keep && i+1 < len(args):
 			unit, exp = opt, args[i+1]
 			i++
 		default:
@@ -94,7 +96,7 @@ func (r *run) expireAt(s string, seconds, relative bool, cmd string, nonPositive
 	}
 	if relative {
 		now := r.nowMS()
-		if (n > 0 && n > math.MaxInt64-now) || (n < 0 && n < math.MinInt64-now) {
+		if n > math.MaxInt64-now {
 			return 0, invalid
 		}
 		n += now

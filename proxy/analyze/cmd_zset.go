@@ -63,7 +63,9 @@ options:
 		m := rest[2*j+1]
 		old, exists := e.zscore(m)
 		if incr && exists {
-			s += old
+			if s += old; s != s {
+				return errReply("ERR resulting score is not a number (NaN)")
+			}
 		}
 		switch {
 		case exists && nx, !exists && xx, exists && gt && s <= old, exists && lt && s >= old:

@@ -115,14 +115,11 @@ func (v *vm) luaToReply(lv lua.LValue, depth int) Reply {
 	return nilReply
 }
 
-// truncInt is C's (long long) cast of a double, saturated where C's is undefined.
+// truncInt is C's (long long) cast of a double as x86-64 performs it:
+// truncation, and the "integer indefinite" MinInt64 out of range or for
+// NaN, which is what Redis answers there.
 func truncInt(f float64) int64 {
-	switch {
-	case math.IsNaN(f):
-		return math.MinInt64
-	case f >= math.MaxInt64:
-		return math.MaxInt64
-	case f <= math.MinInt64:
+	if math.IsNaN(f) || f >= math.MaxInt64 || f < math.MinInt64 {
 		return math.MinInt64
 	}
 	return int64(f)

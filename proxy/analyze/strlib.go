@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -184,8 +183,30 @@ func (v *vm) formatOne(L *lua.LState, arg int, spec string, conv byte) string {
 		}
 		return fmt.Sprintf("%"+spec+"s", s)
 	case 'q':
-		return strconv.Quote(L.CheckString(arg))
+		return luaQuote(L.CheckString(arg))
 	}
 	L.RaiseError("invalid option '%%%c' to 'format'", conv)
 	return ""
+}
+
+// luaQuote is Lua 5.1's %q: a backslash before '"', '\\' and a newline,
+// \r and \0 escaped, everything else as it is.
+func luaQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"', '\\', '\n':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\r':
+			b.WriteString(`\r`)
+		case 0:
+			b.WriteString(`\000`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

@@ -24,43 +24,56 @@ func runOnce(t *testing.T, body string, nkeys int, vals []string, db keyspace) (
 	return v.exec(r)
 }
 
+// scriptReplies are scripts run on KEYS = {"k"}, ARGV = {"abc"}, with k
+// holding "abc", and their replies (TestScriptRepliesAgainstRedis checks
+// them on a real server too).
+var scriptReplies = []struct{ body, want string }{
+	{`return 3.99`, ":3"},
+	{`return -2.7`, ":-2"},
+	{`return "OK"`, `"OK"`},
+	{`return true`, ":1"},
+	{`return false`, "nil"},
+	{`return nil`, "nil"},
+	{`return {1, 2.7, "x", true, false, nil, 5}`, `[:1 :2 "x" :1 nil]`},
+	{`return {ok="FOO"}`, "+FOO"},
+	{`return {err="MY bad"}`, "-MY bad"},
+	{`return redis.error_reply("bad")`, "-ERR bad"},
+	{`return redis.status_reply("OK")`, "+OK"},
+	{`return redis.call("get", ARGV[1])`, "nil"},
+	{`return type(redis.call("get", ARGV[1]))`, `"boolean"`},
+	{`return redis.call("set", KEYS[1], 1.5)`, "+OK"},
+	{`redis.call("set", KEYS[1], 0.1) return redis.call("get", KEYS[1])`, `"0.10000000000000001"`},
+	{`return tostring(1e15) .. " " .. 1700000000123 .. " " .. 0.1`, `"1e+15 1700000000123 0.1"`},
+	{`return redis.pcall("incr", "k")`, "-ERR value is not an integer or out of range"},
+	{`local ok, e = pcall(redis.call, "incr", KEYS[1]) return e`, `"ERR value is not an integer or out of range"`},
+	{`return redis.pcall("set", KEYS[1], "v", "px", 0)`, "-ERR invalid expire time in 'set' command"},
+	{`return redis.pcall("set", KEYS[1])`, "-ERR Wrong number of args calling Redis command from script"},
+	{`return redis.call("time")`, `["1700000000" "123456"]`},
+	{`return cjson.encode({a = {1, 2, "x/y"}})`, `"{\"a\":[1,2,\"x\\/y\"]}"`},
+	{`return cjson.decode('{"owner":"t1","n":[1,2]}').owner`, `"t1"`},
+	{`return bit.band(0xff, 0x0f) + bit.lshift(1, 4)`, ":31"},
+	{`return bit.tohex(-1)`, `"ffffffff"`},
+	{`return string.format("%d:%s:%5.1f", 3, "a", 2.25)`, `"3:a:  2.2"`},
+	{`return string.rep("ab", 3)`, `"ababab"`},
+	{`return redis.sha1hex("")`, `"da39a3ee5e6b4b0d3255bfef95601890afd80709"`},
+	{`x = 1 return 1`, "-ERR user_script:1: Attempt to modify a readonly table"},
+	{`return undefinedthing`, "-ERR user_script:1: Script attempted to access nonexistent global variable 'undefinedthing'"},
+	{`return getmetatable(KEYS)`, "nil"},
+	{`return #KEYS + #ARGV`, ":2"},
+	{`return KEYS[3]`, "nil"},
+	{`return redis.call("hset", ARGV[1], "f", 1) + redis.call("hincrby", ARGV[1], "f", 41)`, ":43"},
+	{`return redis.pcall("hincrby", KEYS[1], "f", 1)`, "-WRONGTYPE Operation against a key holding the wrong kind of value"},
+	{`return {redis.call("zadd", ARGV[1], 1.5, "a", 2, "b"), redis.call("zrange", ARGV[1], 0, -1, "WITHSCORES")}`, `[:2 ["a" "1.5" "b" "2"]]`},
+	{`return redis.call("getrange", KEYS[1], -2, -1)`, `"bc"`},
+	{`return cjson.encode(cjson.decode('[1,"a",null,true]'))`, `"[1,\"a\",null,true]"`},
+	{`return string.format("%q", "a\nb")`, `"\"a\\\nb\""`},
+	{`return tostring(1/3)`, `"0.33333333333333"`},
+	{`return 2^53`, ":9007199254740992"},
+	{`return redis.pcall("expire", KEYS[1], "9223372036854775807")`, "-ERR invalid expire time in 'expire' command"},
+}
+
 func TestSandboxReplies(t *testing.T) {
-	cases := []struct{ body, want string }{
-		{`return 3.99`, ":3"},
-		{`return -2.7`, ":-2"},
-		{`return "OK"`, `"OK"`},
-		{`return true`, ":1"},
-		{`return false`, "nil"},
-		{`return nil`, "nil"},
-		{`return {1, 2.7, "x", true, false, nil, 5}`, `[:1 :2 "x" :1 nil]`},
-		{`return {ok="FOO"}`, "+FOO"},
-		{`return {err="MY bad"}`, "-MY bad"},
-		{`return redis.error_reply("bad")`, "-ERR bad"},
-		{`return redis.status_reply("OK")`, "+OK"},
-		{`return redis.call("get", ARGV[1])`, "nil"},
-		{`return type(redis.call("get", ARGV[1]))`, `"boolean"`},
-		{`return redis.call("set", KEYS[1], 1.5)`, "+OK"},
-		{`redis.call("set", KEYS[1], 0.1) return redis.call("get", KEYS[1])`, `"0.10000000000000001"`},
-		{`return tostring(1e15) .. " " .. 1700000000123 .. " " .. 0.1`, `"1e+15 1700000000123 0.1"`},
-		{`return redis.pcall("incr", "k")`, "-ERR value is not an integer or out of range"},
-		{`local ok, e = pcall(redis.call, "incr", KEYS[1]) return e`, `"ERR value is not an integer or out of range"`},
-		{`return redis.pcall("set", KEYS[1], "v", "px", 0)`, "-ERR invalid expire time in 'set' command"},
-		{`return redis.pcall("set", KEYS[1])`, "-ERR Wrong number of args calling Redis command from script"},
-		{`return redis.call("time")`, `["1700000000" "123456"]`},
-		{`return cjson.encode({a = {1, 2, "x/y"}})`, `"{\"a\":[1,2,\"x\\/y\"]}"`},
-		{`return cjson.decode('{"owner":"t1","n":[1,2]}').owner`, `"t1"`},
-		{`return bit.band(0xff, 0x0f) + bit.lshift(1, 4)`, ":31"},
-		{`return bit.tohex(-1)`, `"ffffffff"`},
-		{`return string.format("%d:%s:%5.1f", 3, "a", 2.25)`, `"3:a:  2.2"`},
-		{`return string.rep("ab", 3)`, `"ababab"`},
-		{`return redis.sha1hex("")`, `"da39a3ee5e6b4b0d3255bfef95601890afd80709"`},
-		{`x = 1 return 1`, "-ERR user_script:1: Attempt to modify a readonly table"},
-		{`return undefinedthing`, "-ERR user_script:1: Script attempted to access nonexistent global variable 'undefinedthing'"},
-		{`return getmetatable(KEYS)`, "nil"},
-		{`return #KEYS + #ARGV`, ":2"},
-		{`return KEYS[3]`, "nil"},
-	}
-	for _, c := range cases {
+	for _, c := range scriptReplies {
 		o, ref := runOnce(t, c.body, 1, []string{"k", "abc"}, keyspace{"k": {typ: typeString, str: "abc"}})
 		if ref != nil {
 			t.Errorf("%s: refused: %v", c.body, ref)
