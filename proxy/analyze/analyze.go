@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -22,35 +23,30 @@ type analysis struct {
 
 // Analyze decides what the Lua script body does to a lock. It returns a
 // *Refusal when the script does not fit a lock class exactly or does
-// anything the analyzer cannot vouch for. It is deterministic and
-// self-contained: callers run it once per distinct script, off the request
-// path, and cache the result.
+// anything the analyzer cannot vouch for. It is deterministic, touches no
+// network and is safe for concurrent use: callers run it once per distinct
+// script, off the request path, and cache the result.
 func Analyze(body []byte, opts Options) (*Semantics, error) {
+	return AnalyzeContext(context.Background(), body, opts)
+}
+
+// AnalyzeContext is Analyze that also stops, refused, when ctx is done
+// (checked with the time budget, every 1024 steps).
+func AnalyzeContext(ctx context.Context, body []byte, opts Options) (*Semantics, error) {
 	opt := opts.withDefaults()
 	proto, err := compile(body, opt.MaxBodyBytes)
 	if err != nil {
 		return nil, err
 	}
-	b := newBudget(opt)
+	b := newBudget(ctx, opt)
 	v := newVM(proto, b)
 	defer v.L.Close()
-	a := &analysis{opt: opt, b: b, v: v, nkeys: 1, consts: constants(proto)}
-	first, err := a.settle()
+	a := &analysis{opt: opt, b: b, v: v, consts: constants(proto)}
+	first, second, err := a.layouts()
 	if err != nil {
 		return nil, err
 	}
-	// The same script with one more KEYS tells a lock over every KEYS (the
-	// extra key is locked too) from one over fixed KEYS (it is ignored).
-	k0 := a.nkeys
-	a.nkeys++
-	a.hint = first.f
-	second, err := a.settle()
-	if err != nil {
-		return nil, err
-	}
-	if a.nkeys != k0+1 {
-		return nil, &Refusal{Class: ClassBehaviour, Reason: fmt.Sprintf("with %d KEYS the script reads KEYS[%d]: it reads past its last key", k0+1, a.nkeys)}
-	}
+	k0 := first.sem.MinKeys
 	// What the layouts agree on is the script's behaviour with the probe
 	// values; the alternatives, tried once, may add to its TTLs or refuse.
 	alt := *second.sem
@@ -76,6 +72,33 @@ func Analyze(body []byte, opts Options) (*Semantics, error) {
 	}
 	sem.Probes = a.runs
 	return sem, nil
+}
+
+// layouts analyzes the script with as many KEYS as it reads, then with one
+// more: that tells a lock over every KEYS (the extra key is locked too)
+// from one over fixed KEYS (it is ignored).
+func (a *analysis) layouts() (first, second *layoutResult, err error) {
+	first, err = a.settle()
+	var r *Refusal
+	if a.nkeys == 0 && errors.As(err, &r) && r.Class == ClassBehaviour {
+		// A script that reaches KEYS only through ipairs or #KEYS reads
+		// none beyond the end and shows nothing without one.
+		a.nkeys = 1
+		first, err = a.settle()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	k0 := a.nkeys
+	a.nkeys++
+	a.hint = first.f
+	if second, err = a.settle(); err != nil {
+		return nil, nil, err
+	}
+	if a.nkeys != k0+1 {
+		return nil, nil, &Refusal{Class: ClassBehaviour, Reason: fmt.Sprintf("with %d KEYS the script reads KEYS[%d]: it reads past its last key", k0+1, a.nkeys)}
+	}
+	return first, second, nil
 }
 
 // settle analyzes the current layout, again whenever a run asks for more

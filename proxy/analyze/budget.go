@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -74,6 +75,7 @@ func (o Options) withDefaults() Options {
 // but never get past: the refusal itself is kept here, outside Lua.
 type budget struct {
 	opt             Options
+	ctx             context.Context // the caller's, checked with the deadline
 	steps, runSteps int64
 	bytes, runBytes int64
 	deadline        time.Time
@@ -83,8 +85,8 @@ type budget struct {
 	maxRun          int64 // the most steps a run took, for tests
 }
 
-func newBudget(opt Options) *budget {
-	b := &budget{opt: opt, closed: make(chan struct{}), deadline: time.Now().Add(opt.Timeout)}
+func newBudget(ctx context.Context, opt Options) *budget {
+	b := &budget{opt: opt, ctx: ctx, closed: make(chan struct{}), deadline: time.Now().Add(opt.Timeout)}
 	close(b.closed)
 	return b
 }
@@ -150,6 +152,10 @@ func (b *budget) Done() <-chan struct{} {
 		b.sinceClockCheck = 0
 		if time.Now().After(b.deadline) {
 			b.fail(&Refusal{Class: ClassBudget, Reason: fmt.Sprintf("the analysis took longer than %v", b.opt.Timeout)})
+			return b.closed
+		}
+		if err := b.ctx.Err(); err != nil {
+			b.fail(&Refusal{Class: ClassBudget, Reason: "the analysis was cancelled: " + err.Error()})
 			return b.closed
 		}
 	}

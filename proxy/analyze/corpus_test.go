@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,6 +21,7 @@ type corpusWant struct {
 	other   []string // OtherTTLs, as TTL.String()
 	publish []string // "cmd channel message", cmd "ARGV[n]" when taken from an argument
 	refused string
+	min     string // "MinKeys/MinArgs", checked when set
 }
 
 // corpus is the expectations table. For the scripts catalogued today
@@ -51,7 +53,7 @@ var corpus = map[string]corpusWant{
 	"node-redlock-v3_extend":  {sem: `extend string keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms yes=integer 1 no=:0`},
 	"node-redlock-v3_release": {sem: `release string keys=KEYS[1] token=ARGV[1] yes=integer 1 no=:0`},
 	// Acquire, YesNumKeys, TTLArg 2 ms, TokenArg 1, NoIsNoop, NoReply 0: every KEYS is a lock key.
-	"node-redlock-v4_acquire": {sem: `acquire string keys=KEYS[1].. token=ARGV[1] ttl=ARGV[2] ms yes=integer = #KEYS no=:0 undo=del-if-value(ARGV[1]) no-is-noop`},
+	"node-redlock-v4_acquire": {sem: `acquire string keys=KEYS[1].. token=ARGV[1] ttl=ARGV[2] ms yes=integer = #KEYS no=:0 undo=del-if-value(ARGV[1]) no-is-noop`, min: "1/2"},
 	"node-redlock-v4_extend":  {sem: `extend string keys=KEYS[1].. token=ARGV[1] ttl=ARGV[2] ms yes=integer = #KEYS no=:0`},
 	"node-redlock-v4_release": {sem: `release string keys=KEYS[1].. token=ARGV[1] yes=integer = #KEYS no=:0`},
 	"node-redlock-v5_acquire": {sem: `acquire string keys=KEYS[1].. token=ARGV[1] ttl=ARGV[2] ms yes=integer = #KEYS no=:0 undo=del-if-value(ARGV[1]) no-is-noop`},
@@ -70,7 +72,7 @@ var corpus = map[string]corpusWant{
 	// adds the remaining TTL.
 	"redis-py_extend":    {sem: `extend string keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms+remaining yes=integer 1 no=:0`},
 	"redis-py_reacquire": {sem: `extend string keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms yes=integer 1 no=:0`},
-	"redis-py_release":   {sem: `release string keys=KEYS[1] token=ARGV[1] yes=integer 1 no=:0`},
+	"redis-py_release":   {sem: `release string keys=KEYS[1] token=ARGV[1] yes=integer 1 no=:0`, min: "1/1"},
 	// Not catalogued. A re-entrant hash lock: the holder's field ARGV[2]
 	// counts re-entries; yes is nil, a taken lock answers its PTTL.
 	"redisson-3.17_tryLockInner": {sem: `reentrant-acquire hash keys=KEYS[1] token=ARGV[2] ttl=ARGV[1] ms yes=nil no=:0 (PTTL at 0) undo=hash-decr(ARGV[2]) no-is-noop`},
@@ -84,7 +86,7 @@ var corpus = map[string]corpusWant{
 		other: []string{"KEYS[1] expires after ARGV[2] ms"}, publish: []string{"ARGV[4] KEYS[2] ARGV[1]"}},
 	// KEYS[3] is an idempotency latch: set to the result with PX ARGV[5].
 	"redisson-4.x_unlockInner": {sem: `reentrant-release hash keys=KEYS[1] token=ARGV[3] yes=integer >= 0 no=nil`,
-		other: []string{"KEYS[3] expires after ARGV[5] ms", "KEYS[1] expires after ARGV[2] ms"}, publish: []string{"ARGV[4] KEYS[2] ARGV[1]"}},
+		other: []string{"KEYS[3] expires after ARGV[5] ms", "KEYS[1] expires after ARGV[2] ms"}, publish: []string{"ARGV[4] KEYS[2] ARGV[1]"}, min: "3/5"},
 	"redisson-3.40_renewExpiration": {sem: `extend hash keys=KEYS[1] token=ARGV[2] ttl=ARGV[1] ms yes=integer 1 no=:0`},
 	"redisson-4.x_forceUnlock": {sem: `release force any keys=KEYS[1] tokenless yes=integer 1 no=:0`,
 		publish: []string{"ARGV[2] KEYS[2] ARGV[1]"}},
@@ -189,6 +191,9 @@ func checkSemantics(t *testing.T, body []byte, want corpusWant) *Semantics {
 		if !p.OnYes || p.OnNo {
 			t.Errorf("publication %s: on yes %v, on no %v; want only on yes", pubs[len(pubs)-1], p.OnYes, p.OnNo)
 		}
+	}
+	if min := fmt.Sprintf("%d/%d", sem.MinKeys, sem.MinArgs); want.min != "" && min != want.min {
+		t.Errorf("MinKeys/MinArgs %s, want %s", min, want.min)
 	}
 	if strings.Join(other, "; ") != strings.Join(want.other, "; ") {
 		t.Errorf("other TTLs %q, want %q", other, want.other)

@@ -20,6 +20,7 @@ func (a *analysis) reportEffects(sem *Semantics, f *finding, v *verdict) {
 		if !judged {
 			yes = o.o.err == "" && sem.Yes.Match(&o.o.reply, a.nkeys)
 		}
+		sem.ReadsClock = sem.ReadsClock || o.o.r.clockRead
 		for _, c := range o.o.r.calls {
 			switch {
 			case c.name == "publish" || c.name == "spublish":

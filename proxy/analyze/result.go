@@ -42,6 +42,10 @@ type Semantics struct {
 	// idempotency latch), so that the engine can bound all by max_ttl.
 	OtherTTLs []TTL
 
+	// ReadsClock: the script calls TIME. Probed under two clocks, it was
+	// found to use the time only for expiries and scores relative to now.
+	ReadsClock bool
+
 	// DBArg, when set, is an argument the script passes to SELECT; a call
 	// must pass "0" there (lockproxy serves database 0 only).
 	DBArg Arg

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,14 +31,10 @@ func TestBudgetHeadroom(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := newBudget(opt)
+		b := newBudget(context.Background(), opt)
 		v := newVM(proto, b)
-		a := &analysis{opt: opt, b: b, v: v, nkeys: 1, consts: constants(proto)}
-		if first, err := a.settle(); err == nil {
-			a.nkeys++
-			a.hint = first.f
-			a.settle()
-		}
+		a := &analysis{opt: opt, b: b, v: v, consts: constants(proto)}
+		a.layouts()
 		b.startRun()
 		v.L.Close()
 		steps, run, bytes, runs = max(steps, b.steps), max(run, b.maxRun), max(bytes, b.bytes), max(runs, a.runs)

@@ -70,7 +70,7 @@ return {-1, redis.call("PTTL", KEYS[1])}`,
 		want: corpusWant{sem: `acquire string keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms yes=array whose first element is integer 1 no=[:-1 :0] (PTTL at 2) undo=del-if-value(ARGV[1]) no-is-noop`}},
 
 	{name: "TTL in KEYS[2]", body: `return redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", KEYS[2])`,
-		want: corpusWant{sem: `acquire string keys=KEYS[1] token=ARGV[1] ttl=KEYS[2] ms yes=status "OK" no=nil undo=del-if-value(ARGV[1]) no-is-noop`}},
+		want: corpusWant{sem: `acquire string keys=KEYS[1] token=ARGV[1] ttl=KEYS[2] ms yes=status "OK" no=nil undo=del-if-value(ARGV[1]) no-is-noop`, min: "2/1"}},
 
 	{name: "read returning PTTL or 0", body: `
 if redis.call("GET", KEYS[1]) == ARGV[1] then
@@ -93,7 +93,12 @@ return redis.call('pttl', KEYS[1])`,
 		want: corpusWant{sem: `reentrant-acquire hash keys=KEYS[1] token=ARGV[2] ttl=ARGV[1] ms yes=nil no=:0 (PTTL at 0) undo=hash-decr(ARGV[2]) no-is-noop`}},
 
 	{name: "Symfony save (sorted set, now from TIME)", body: symfonySave,
-		want: corpusWant{sem: `acquire-or-extend zset keys=KEYS[1] token=ARGV[2] ttl=ARGV[3] ms yes=integer 1 no=nil undo=zrem(ARGV[2],"__write__") no-is-noop`}},
+		want: corpusWant{sem: `acquire-or-extend zset keys=KEYS[1] token=ARGV[2] ttl=ARGV[3] ms yes=integer 1 no=nil undo=zrem(ARGV[2],"__write__") no-is-noop`},
+		check: func(t *testing.T, s *Semantics) {
+			if !s.ReadsClock {
+				t.Error("ReadsClock is false")
+			}
+		}},
 	{name: "Symfony putOffExpiration", body: symfonyPutOff,
 		want: corpusWant{sem: `extend zset keys=KEYS[1] token=ARGV[2] ttl=ARGV[3] ms yes=integer 1 no=nil`}},
 	{name: "Symfony delete", body: symfonyDelete,
@@ -178,7 +183,7 @@ redis.call('SET', KEYS[1], cjson.encode({owner = ARGV[1]}), 'PX', ARGV[2])
 return 1`, want: corpusWant{sem: `acquire string keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms yes=integer 1 no=:0 undo=del-if-value(ARGV[1] json.owner) no-is-noop`}},
 
 	{name: "key in ARGV with numkeys 0 (acquire)", body: `return redis.call('SET', ARGV[1], ARGV[2], 'NX', 'PX', ARGV[3])`,
-		want: corpusWant{sem: `acquire string keys=ARGV[1] token=ARGV[2] ttl=ARGV[3] ms yes=status "OK" no=nil undo=del-if-value(ARGV[2]) no-is-noop`}},
+		want: corpusWant{sem: `acquire string keys=ARGV[1] token=ARGV[2] ttl=ARGV[3] ms yes=status "OK" no=nil undo=del-if-value(ARGV[2]) no-is-noop`, min: "0/3"}},
 	{name: "key in ARGV with numkeys 0 (release)", body: `if redis.call('GET', ARGV[1]) == ARGV[2] then return redis.call('DEL', ARGV[1]) end
 return 0`, want: corpusWant{sem: `release string keys=ARGV[1] token=ARGV[2] yes=integer 1 no=:0`}},
 

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -14,7 +15,7 @@ func runOnce(t *testing.T, body string, nkeys int, vals []string, db keyspace) (
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
-	b := newBudget(opt)
+	b := newBudget(context.Background(), opt)
 	v := newVM(proto, b)
 	defer v.L.Close()
 	if db == nil {
