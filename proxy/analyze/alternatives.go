@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -81,6 +83,7 @@ func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts [
 			base = append(base, j)
 		}
 	}
+	all := append(a.judgedObs(v), a.others(v)...)
 	saved, cache := append([]string(nil), a.vals...), a.cache
 	defer func() { a.vals, a.cache = saved, cache }()
 	for _, p := range a.freeArgs(sem) {
@@ -94,13 +97,83 @@ func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts [
 			a.vals[p] = c
 			a.cache = map[string]*obs{}
 			for _, j := range base {
-				if err := a.sameWith(sem, f, j, fmt.Sprintf("with %s = %q", posName(p, a.nkeys), c)); err != nil {
+				if err := a.sameWith(sem, f, j, j.o.s, fmt.Sprintf("with %s = %q", posName(p, a.nkeys), c), false); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	a.vals, a.cache = saved, map[string]*obs{}
+	return a.auxAlternatives(sem, f, base, all, consts)
+}
+
+// auxAlternatives reruns the uniform states with each key other than the
+// lock's holding what the script itself writes there (a latch's result, a
+// counter, a signal list) and, where the script reads it as a string, each
+// of the script's constants: a script may act on the lock according to
+// another key's content. A release that answers yes without acting then
+// replays an earlier answer (Redisson's idempotency latch) and is accepted;
+// an acquire or an extend doing so is not: the client would believe in a
+// lock that is not there.
+func (a *analysis) auxAlternatives(sem *Semantics, f *finding, base []judged, all []*obs, consts []string) error {
+	replay := sem.Kind == Release || sem.Kind == ReentrantRelease
+	for _, k := range sem.AuxKeys {
+		p := a.posOf(k)
+		for _, val := range a.auxValues(p, all, consts) {
+			for _, j := range base {
+				s := j.o.s
+				s.aux, s.auxVal, s.auxDes = p, val.e, val.des
+				if err := a.sameWith(sem, f, j, s, fmt.Sprintf("with %s holding %s", k, val.des), replay); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	return nil
+}
+
+type auxValue struct {
+	e   *entry
+	des string
+}
+
+// auxValues are the contents tried in key p: every value the probes left
+// there, and the script's constants as strings if it reads p as a string
+// (non-negative numbers only for a counter, whose INCR starts at 0).
+func (a *analysis) auxValues(p int, all []*obs, consts []string) []auxValue {
+	key := a.vals[p]
+	var out []auxValue
+	seen := map[string]bool{}
+	add := func(e *entry, des string) {
+		if t := entryText(e, 0); !seen[t] && len(out) < maxAlternatives {
+			seen[t] = true
+			out = append(out, auxValue{e, des})
+		}
+	}
+	readsString, counter := false, false
+	for _, o := range all {
+		if e := o.o.r.db[key]; e != nil {
+			c := e.clone()
+			c.exp = 0
+			add(c, "what the script writes there")
+		}
+		for _, c := range o.o.r.calls {
+			switch {
+			case len(c.args) < 2 || c.args[1] != key:
+			case c.name == "get" || c.name == "getrange" || c.name == "strlen" || c.name == "mget":
+				readsString = true
+			case strings.HasPrefix(c.name, "incr") || strings.HasPrefix(c.name, "decr"):
+				counter = true
+			}
+		}
+	}
+	for _, c := range consts {
+		n, isInt := parseInt(c)
+		if readsString && c != "" && (!counter || (isInt && n >= 0)) {
+			add(&entry{typ: typeString, str: c}, strconv.Quote(c))
+		}
+	}
+	return out
 }
 
 func valueIn(s string, vals []string) bool {
@@ -124,8 +197,8 @@ func uniformHolders(s probeState) bool {
 // sameWith reruns judged state j with the current (alternative) values and
 // checks it does to the lock what it did with the probe values, or declines:
 // a no, or an error, that writes no lock key is safe whatever the value.
-func (a *analysis) sameWith(sem *Semantics, f *finding, j judged, with string) error {
-	o, err := a.probeOnce(j.o.s)
+func (a *analysis) sameWith(sem *Semantics, f *finding, j judged, s probeState, with string, replay bool) error {
+	o, err := a.probeOnce(s)
 	if errors.Is(err, errRestart{}) {
 		return &Refusal{Class: ClassBehaviour, Probe: j.o.name, Reason: with + " the script reads other arguments"}
 	}
@@ -138,7 +211,11 @@ func (a *analysis) sameWith(sem *Semantics, f *finding, j judged, with string) e
 	for _, e := range got {
 		declined = declined && e == effNone
 	}
-	if declined {
+	replayed := yes && replay
+	for _, e := range got {
+		replayed = replayed && e == effNone
+	}
+	if declined || replayed {
 		return a.otherTTLs(sem, f, o)
 	}
 	if yes != j.yes {

@@ -2,25 +2,29 @@ package analyze
 
 import "strings"
 
-// zadd is ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member ….
-func (r *run) zadd(args []string) Reply {
-	var nx, xx, gt, lt, ch, incr bool
+// zaddFlags are ZADD's options.
+type zaddFlags struct{ nx, xx, gt, lt, ch, incr bool }
+
+// zaddParse reads ZADD's options and its score/member pairs, checked as
+// Redis checks them.
+func zaddParse(args []string) (zaddFlags, []string, []float64, Reply) {
+	var f zaddFlags
 	i := 2
 options:
 	for ; i < len(args); i++ {
 		switch strings.ToUpper(args[i]) {
 		case "NX":
-			nx = true
+			f.nx = true
 		case "XX":
-			xx = true
+			f.xx = true
 		case "GT":
-			gt = true
+			f.gt = true
 		case "LT":
-			lt = true
+			f.lt = true
 		case "CH":
-			ch = true
+			f.ch = true
 		case "INCR":
-			incr = true
+			f.incr = true
 		default:
 			break options
 		}
@@ -28,33 +32,40 @@ options:
 	rest := args[i:]
 	switch {
 	case len(rest) == 0 || len(rest)%2 != 0:
-		return syntaxError
-	case nx && xx:
-		return errReply("ERR XX and NX options at the same time are not compatible")
-	case (gt && nx) || (lt && nx) || (gt && lt):
-		return errReply("ERR GT, LT, and/or NX options at the same time are not compatible")
-	case incr && len(rest) > 2:
-		return errReply("ERR INCR option supports a single increment-element pair")
+		return f, nil, nil, syntaxError
+	case f.nx && f.xx:
+		return f, nil, nil, errReply("ERR XX and NX options at the same time are not compatible")
+	case (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt):
+		return f, nil, nil, errReply("ERR GT, LT, and/or NX options at the same time are not compatible")
+	case f.incr && len(rest) > 2:
+		return f, nil, nil, errReply("ERR INCR option supports a single increment-element pair")
 	}
 	scores := make([]float64, len(rest)/2)
 	for j := range scores {
 		s, ok := parseScore(rest[2*j])
 		if !ok {
-			return notFloat
+			return f, nil, nil, notFloat
 		}
 		scores[j] = s
 	}
-	e, wrong := r.lookupType(args[1], typeZSet)
-	if wrong {
-		return wrongType
+	return f, rest, scores, Reply{}
+}
+
+// zadd is ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member ….
+func (r *run) zadd(args []string) Reply {
+	f, rest, scores, bad := zaddParse(args)
+	if bad.Type != 0 {
+		return bad
 	}
-	if e == nil {
-		if xx {
-			if incr {
-				return nilReply
-			}
-			return intReply(0)
-		}
+	e, wrong := r.lookupType(args[1], typeZSet)
+	switch {
+	case wrong:
+		return wrongType
+	case e == nil && f.xx && f.incr:
+		return nilReply
+	case e == nil && f.xx:
+		return intReply(0)
+	case e == nil:
 		e = &entry{typ: typeZSet}
 		r.db[args[1]] = e
 	}
@@ -62,14 +73,14 @@ options:
 	for j, s := range scores {
 		m := rest[2*j+1]
 		old, exists := e.zscore(m)
-		if incr && exists {
+		if f.incr && exists {
 			if s += old; s != s {
 				return errReply("ERR resulting score is not a number (NaN)")
 			}
 		}
 		switch {
-		case exists && nx, !exists && xx, exists && gt && s <= old, exists && lt && s >= old:
-			if incr {
+		case exists && f.nx, !exists && f.xx, exists && f.gt && s <= old, exists && f.lt && s >= old:
+			if f.incr {
 				r.dropIfEmpty(args[1], e)
 				return nilReply
 			}
@@ -80,12 +91,12 @@ options:
 		} else if s != old {
 			changed++
 		}
-		if incr {
+		if f.incr {
 			return bulkReply(formatScore(s))
 		}
 	}
 	r.dropIfEmpty(args[1], e)
-	if ch {
+	if f.ch {
 		return intReply(added + changed)
 	}
 	return intReply(added)

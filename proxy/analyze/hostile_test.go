@@ -59,6 +59,8 @@ var hostile = []struct {
 	{"extends another's lock", `return redis.call("PEXPIRE", KEYS[1], ARGV[1])`, ClassBehaviour, "re-sets the TTL of KEYS[1] whoever holds it"},
 	{"mode argument forcing", `if ARGV[3] == "force" then return redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2]) end
 return redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2])`, ClassBehaviour, `with ARGV[3] = "force"`},
+	{"another key forcing", `if redis.call("GET", KEYS[2]) == "admin" then return redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2]) end
+return redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2])`, ClassBehaviour, `with KEYS[2] holding "admin"`},
 	{"body too large", "return 1 --" + strings.Repeat("x", 20000), ClassCompile, "more than the 16384"},
 	{"not Lua", `return redis.call(`, ClassCompile, "not valid Lua"},
 	{"goto", `goto x ::x:: return 1`, ClassCompile, "goto"},

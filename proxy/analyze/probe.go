@@ -61,6 +61,11 @@ type probeState struct {
 	tok   string         // the caller's token value when token is -1 (tokenless)
 	tmpl  map[int]*entry // per key, the shape of a held value (see template); nil for the plain one
 	shape string         // names the shapes in tmpl, for the probe's name
+	// aux, when set, is a key other than the lock's holding a value the
+	// script writes there, or one of its constants (a latch's "1").
+	aux    int
+	auxVal *entry
+	auxDes string // describes auxVal in the probe's name
 }
 
 // tokenMark stands for the holder's token in a template.
@@ -109,6 +114,9 @@ func (a *analysis) stateName(s probeState) string {
 	if s.shape != "" {
 		parts = append(parts, s.shape)
 	}
+	if s.auxVal != nil {
+		parts = append(parts, fmt.Sprintf("%s holding %s", posName(s.aux, a.nkeys), s.auxDes))
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -129,6 +137,11 @@ func (a *analysis) tokenValue(s probeState) string {
 // db builds the state's keyspace for a clock.
 func (a *analysis) db(s probeState, nowMS int64) keyspace {
 	ks := keyspace{}
+	if s.auxVal != nil {
+		e := fromTemplate(s.auxVal, "", nowMS)
+		e.exp = nowMS + heldPTTL(maxLockKeys)
+		ks[a.vals[s.aux]] = e
+	}
 	for i, k := range s.keys {
 		if k.h == absent {
 			continue

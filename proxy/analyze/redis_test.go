@@ -188,6 +188,13 @@ func randomCommand(rng *rand.Rand, nowMS int64) []string {
 		return []string{"persist", k}
 	case 15:
 		return []string{pick(rng, []string{"ttl", "pttl", "type"}), k}
+	}
+	return randomAggregateCommand(rng, k, v, abs, opts)
+}
+
+// randomAggregateCommand makes a hash, sorted-set, list or pub/sub command.
+func randomAggregateCommand(rng *rand.Rand, k, v, abs string, opts func(...string) []string) []string {
+	switch rng.IntN(24) + 16 {
 	case 16:
 		return []string{"hget", k, pick(rng, randValues)}
 	case 17, 18:

@@ -66,4 +66,3 @@ func (r *Refusal) Error() string {
 	return b.String()
 }
 
-func refuse(c Class, reason string) *Refusal { return &Refusal{Class: c, Reason: reason} }
