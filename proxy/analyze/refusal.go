@@ -65,4 +65,3 @@ func (r *Refusal) Error() string {
 	}
 	return b.String()
 }
-
