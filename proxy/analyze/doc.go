@@ -12,8 +12,10 @@
 // an error that names the probe, the command and the argument at fault.
 //
 // Analysis is deterministic, never touches the network and is bounded in
-// instructions, bytes and time, so a caller may run it off the request path
-// once per distinct script and cache the result. The package knows nothing of
-// the quorum engine or of RESP clients: Semantics is a plain description that
-// the proxy translates.
+// instructions, bytes and time (see Options); Analyze is safe for concurrent
+// use, each call with its own VM, so a caller may run it off the request
+// path once per distinct script and cache the result. The package knows
+// nothing of the quorum engine or of RESP clients: Semantics is a plain
+// description that the proxy translates. docs/analyzer.md describes the
+// probes and every refusal.
 package analyze

@@ -10,13 +10,13 @@ import (
 // validity, classify each master's reply, render the client's reply on a
 // lost vote, undo a failed acquisition, bound every TTL and serialize by key.
 type Semantics struct {
-	Kind Kind
+	Kind Kind // what the script does to its lock
 	// Force: an acquire that takes the lock while another token holds it
 	// (rueidislock's fcqms), or a release that deletes another token's lock
 	// (python-redis-lock's reset, Redisson's forceUnlock). An operator may
 	// refuse force acquires.
 	Force bool
-	Form  Form
+	Form  Form // the lock keys' Redis type, which decides the undo
 
 	// LockKeys are the arguments that name the lock's keys, as analyzed
 	// with MinKeys KEYS. When EachKey is set, every KEYS[i] of a call is a
@@ -64,7 +64,8 @@ type Semantics struct {
 
 	// Undo takes back what one master's yes to a failed acquisition wrote,
 	// per lock key; nil for kinds that do not acquire. NoIsNoop: a master's
-	// no reply proves the script wrote nothing there, so it needs no undo.
+	// no reply proves the script wrote no lock key there, so that master
+	// needs no undo.
 	Undo     *Undo
 	NoIsNoop bool
 
