@@ -80,7 +80,7 @@ func TestHostile(t *testing.T) {
 			if r.Class != c.class || !strings.Contains(r.Error(), c.text) {
 				t.Errorf("got %s refusal %q; want %s containing %q", r.Class, r, c.class, c.text)
 			}
-			if d := time.Since(start); d > 2*time.Second {
+			if d := time.Since(start); d > 5*time.Second { // the refusal comes from steps or bytes, long before the 5s backstop
 				t.Errorf("took %v", d)
 			}
 		})
