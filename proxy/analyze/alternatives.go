@@ -1,0 +1,248 @@
+package analyze
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// maxAlternatives bounds the values tried for each free argument.
+const maxAlternatives = 32
+
+// constants returns the script's string and number constants, sorted and
+// without duplicates: the values a script may compare an argument with.
+func constants(p *lua.FunctionProto) []string {
+	seen := map[string]bool{}
+	var walk func(*lua.FunctionProto)
+	walk = func(p *lua.FunctionProto) {
+		for _, c := range p.Constants {
+			if s, ok := toStr(c); ok {
+				seen[s] = true
+			}
+		}
+		for _, q := range p.FunctionPrototypes {
+			walk(q)
+		}
+	}
+	walk(p)
+	for _, s := range []string{"", "0", "1", "-1"} {
+		seen[s] = true
+	}
+	delete(seen, concatName)
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// freeArgs returns the arguments the analysis found no role for: neither a
+// key, the token, a TTL, the SELECT argument nor a command name.
+func (a *analysis) freeArgs(sem *Semantics) []int {
+	used := map[Arg]bool{sem.Token.Arg: true, sem.DBArg: true}
+	for _, k := range append(append([]Arg(nil), sem.LockKeys...), sem.AuxKeys...) {
+		used[k] = true
+	}
+	for _, k := range sem.CommandArgs {
+		used[k] = true
+	}
+	for _, t := range append(sem.OtherTTLs, ttlList(sem.TTL)...) {
+		used[t.Arg] = true
+	}
+	var out []int
+	for i := range a.vals {
+		if !used[argOf(i, a.nkeys)] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func ttlList(t *TTL) []TTL {
+	if t == nil {
+		return nil
+	}
+	return []TTL{*t}
+}
+
+// alternatives re-runs the uniform states with each free argument set to
+// each of the script's own constants (and "", "0", "1", "-1"). The probe
+// values are distinct numbers, so a branch on `ARGV[3] == "0"` (redis-py's
+// additive extend) never shows; a free argument that changes what the
+// script does to the lock is refused, one that only adds the remaining TTL
+// to the lock's TTL is recorded as such.
+func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts []string) error {
+	var base []judged
+	for _, j := range v.judged {
+		if uniformHolders(j.o.s) {
+			base = append(base, j)
+		}
+	}
+	all := append(a.judgedObs(v), a.others(v)...)
+	saved, cache := append([]string(nil), a.vals...), a.cache
+	defer func() { a.vals, a.cache = saved, cache }()
+	for _, p := range a.freeArgs(sem) {
+		n := 0
+		for _, c := range consts {
+			if n >= maxAlternatives || valueIn(c, saved) {
+				continue
+			}
+			n++
+			a.vals = append([]string(nil), saved...)
+			a.vals[p] = c
+			a.cache = map[string]*obs{}
+			for _, j := range base {
+				if err := a.sameWith(sem, f, j, j.o.s, fmt.Sprintf("with %s = %q", posName(p, a.nkeys), c), false); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	a.vals, a.cache = saved, map[string]*obs{}
+	return a.auxAlternatives(sem, f, base, all, consts)
+}
+
+// auxAlternatives reruns the uniform states with each key other than the
+// lock's holding what the script itself writes there (a latch's result, a
+// counter, a signal list) and, where the script reads it as a string, each
+// of the script's constants: a script may act on the lock according to
+// another key's content. A release that answers yes without acting then
+// replays an earlier answer (Redisson's idempotency latch) and is accepted;
+// an acquire or an extend doing so is not: the client would believe in a
+// lock that is not there.
+func (a *analysis) auxAlternatives(sem *Semantics, f *finding, base []judged, all []*obs, consts []string) error {
+	replay := sem.Kind == Release || sem.Kind == ReentrantRelease
+	for _, k := range sem.AuxKeys {
+		p := a.posOf(k)
+		for _, val := range a.auxValues(p, all, consts) {
+			for _, j := range base {
+				s := j.o.s
+				s.aux, s.auxVal, s.auxDes = p, val.e, val.des
+				if err := a.sameWith(sem, f, j, s, fmt.Sprintf("with %s holding %s", k, val.des), replay); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+type auxValue struct {
+	e   *entry
+	des string
+}
+
+// auxValues are the contents tried in key p: every value the probes left
+// there, and the script's constants as strings if it reads p as a string
+// (non-negative numbers only for a counter, whose INCR starts at 0).
+func (a *analysis) auxValues(p int, all []*obs, consts []string) []auxValue {
+	key := a.vals[p]
+	var out []auxValue
+	seen := map[string]bool{}
+	add := func(e *entry, des string) {
+		if t := entryText(e, 0); !seen[t] && len(out) < maxAlternatives {
+			seen[t] = true
+			out = append(out, auxValue{e, des})
+		}
+	}
+	readsString, counter := false, false
+	for _, o := range all {
+		if e := o.o.r.db[key]; e != nil {
+			c := e.clone()
+			c.exp = 0
+			add(c, "what the script writes there")
+		}
+		for _, c := range o.o.r.calls {
+			switch {
+			case len(c.args) < 2 || c.args[1] != key:
+			case c.name == "get" || c.name == "getrange" || c.name == "strlen" || c.name == "mget":
+				readsString = true
+			case strings.HasPrefix(c.name, "incr") || strings.HasPrefix(c.name, "decr"):
+				counter = true
+			}
+		}
+	}
+	for _, c := range consts {
+		n, isInt := parseInt(c)
+		if readsString && c != "" && (!counter || (isInt && n >= 0)) {
+			add(&entry{typ: typeString, str: c}, strconv.Quote(c))
+		}
+	}
+	return out
+}
+
+func valueIn(s string, vals []string) bool {
+	for _, v := range vals {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func uniformHolders(s probeState) bool {
+	for _, k := range s.keys {
+		if k.h != s.keys[0].h || k.f != s.keys[0].f {
+			return false
+		}
+	}
+	return true
+}
+
+// sameWith reruns judged state j with the current (alternative) values and
+// checks it does to the lock what it did with the probe values, or declines:
+// a no, or an error, that writes no lock key is safe whatever the value.
+func (a *analysis) sameWith(sem *Semantics, f *finding, j judged, s probeState, with string, replay bool) error {
+	o, err := a.probeOnce(s)
+	if errors.Is(err, errRestart{}) {
+		return &Refusal{Class: ClassBehaviour, Probe: j.o.name, Reason: with + " the script reads other arguments"}
+	}
+	if err != nil {
+		return err
+	}
+	want, got := a.effects(f, j.o), a.effects(f, o)
+	yes := o.o.err == "" && sem.Yes.Match(&o.o.reply, a.nkeys)
+	declined := !yes
+	for _, e := range got {
+		declined = declined && e == effNone
+	}
+	replayed := yes && replay
+	for _, e := range got {
+		replayed = replayed && e == effNone
+	}
+	if declined || replayed {
+		return a.otherTTLs(sem, f, o)
+	}
+	if yes != j.yes {
+		return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%s the script answers %s, where otherwise it answers %s", with, o.o.reply, j.o.o.reply)}
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%s the script %s %s, where otherwise it %s", with, got[i], posName(f.keys[i], a.nkeys), want[i])}
+		}
+	}
+	return a.otherTTLs(sem, f, o)
+}
+
+// otherTTLs records the expiries a run set: the lock's own TTL may turn out
+// additive, any other joins OtherTTLs.
+func (a *analysis) otherTTLs(sem *Semantics, f *finding, o *obs) error {
+	for _, name := range o.o.r.db.names() {
+		t, set, ref := a.ttlOf(o, name)
+		switch {
+		case ref != nil && !incremented(o, name):
+			return ref
+		case !set:
+		case sem.TTL != nil && contains(f.keys, o.o.r.pos(name)) && t.Arg == sem.TTL.Arg && t.Unit == sem.TTL.Unit && t.Const == sem.TTL.Const:
+			sem.TTL.AddsRemaining = sem.TTL.AddsRemaining || t.AddsRemaining
+		default:
+			sem.OtherTTLs = addTTL(sem.OtherTTLs, t)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package analyze
+
+import (
+	"fmt"
+	"sort"
+)
+
+// layoutResult is what one layout (a number of KEYS and ARGV) showed.
+type layoutResult struct {
+	sem *Semantics
+	f   *finding
+	v   *verdict
+}
+
+// layout analyzes the script with the current KEYS and ARGV.
+func (a *analysis) layout() (*layoutResult, error) {
+	s0, err := a.probe(probeState{token: -1})
+	if err != nil {
+		return nil, err
+	}
+	if s0.o.err != "" && len(touched(s0.o)) == 0 {
+		return nil, &Refusal{Class: ClassBehaviour, Probe: s0.name, Reason: "the script fails before it touches a key: " + a.named(s0.o.err)}
+	}
+	f, err := a.find(s0)
+	if err != nil {
+		return nil, err
+	}
+	v, err := a.judge(f)
+	if err != nil {
+		return nil, err
+	}
+	sem, err := a.semantics(f, v)
+	if err != nil {
+		return nil, err
+	}
+	return &layoutResult{sem: sem, f: f, v: v}, nil
+}
+
+// semantics turns a verdict into the engine's description.
+func (a *analysis) semantics(f *finding, v *verdict) (*Semantics, error) {
+	sem := &Semantics{Kind: v.kind, Force: v.force, MinKeys: a.nkeys, MinArgs: a.nargs, DBArg: a.dbArg,
+		Form: map[keyType]Form{0: FormAny, typeString: FormString, typeHash: FormHash, typeZSet: FormZSet}[f.form]}
+	for _, k := range f.keys {
+		sem.LockKeys = append(sem.LockKeys, argOf(k, a.nkeys))
+	}
+	switch {
+	case !f.tokenless:
+		sem.Token = Value{Arg: f.tokArg}
+	case f.form != 0:
+		sem.Token, sem.Tokenless = Value{Const: f.tok}, true
+	default:
+		sem.Tokenless = true
+	}
+	if err := a.replies(sem, f, v); err != nil {
+		return nil, err
+	}
+	if err := a.checkAux(sem, f, v); err != nil {
+		return nil, err
+	}
+	if err := a.ttls(sem, f, v); err != nil {
+		return nil, err
+	}
+	if err := a.undo(sem, f, v); err != nil {
+		return nil, err
+	}
+	a.reportEffects(sem, f, v)
+	return sem, nil
+}
+
+// replies infers the yes rule and the client's reply after a lost vote.
+func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
+	var yes, no []Reply
+	ttlReplies := sem.Kind == Read
+	for _, j := range v.judged {
+		if j.yes {
+			yes = append(yes, j.o.o.reply)
+			ttlReplies = ttlReplies && j.o.o.reply.Type == IntReply && j.o.o.reply.Int == a.minPTTL(f, j.o)
+		} else {
+			no = append(no, j.o.o.reply)
+		}
+	}
+	// Yes integers carry data when they are a PTTL, a counter's value, or
+	// simply differ: then no single value is the rule.
+	data := ttlReplies || a.countersReturned(f, v)
+	for _, r := range yes {
+		data = data || r.Type != yes[0].Type || r.Int != yes[0].Int
+	}
+	rule, err := inferYes(yes, no, data)
+	if err != nil {
+		return err
+	}
+	sem.Yes, sem.ReplyIsTTL = rule, ttlReplies
+	var src *obs
+	for _, o := range []*obs{v.contend, v.s0} {
+		if o != nil && !rule.Match(&o.o.reply, a.nkeys) {
+			src = o
+			break
+		}
+	}
+	if src == nil {
+		// Every uniform state answers yes (a force acquire): the client gets
+		// the nil SET NX gives, or 0 when nil is the yes.
+		sem.No = NoReply{Reply: nilReply, PTTLAt: -1}
+		if rule.Type == NilReply {
+			sem.No.Reply = intReply(0)
+		}
+		return nil
+	}
+	sem.No = noReplyOf(src.o.reply, heldPTTL(0))
+	if rule.Match(&sem.No.Reply, a.nkeys) {
+		return &Refusal{Class: ClassBehaviour, Probe: src.name, Reason: fmt.Sprintf("the script's no reply %s looks like a yes", sem.No.Reply)}
+	}
+	return nil
+}
+
+// minPTTL is the least remaining TTL of the lock keys before a run.
+func (a *analysis) minPTTL(f *finding, o *obs) int64 {
+	least := int64(-2)
+	for _, k := range f.keys {
+		if e := o.o.pre[a.vals[k]]; e != nil && e.exp != 0 && (least < 0 || e.exp-o.nowMS < least) {
+			least = e.exp - o.nowMS
+		}
+	}
+	return least
+}
+
+// others returns the probes that are not judged states of the lock, in a
+// deterministic order.
+func (a *analysis) others(v *verdict) []*obs {
+	judged := map[*obs]bool{}
+	for _, j := range v.judged {
+		judged[j.o] = true
+	}
+	var out []*obs
+	for _, o := range a.cache {
+		if !judged[o] {
+			out = append(out, o)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// checkAux checks the probes of other keys and other forms: the lock keys
+// are left alone, or treated as with every key absent, and a lock key of
+// another type never gets a yes.
+func (a *analysis) checkAux(sem *Semantics, f *finding, v *verdict) error {
+	if f.form == 0 || (v.force && v.kind == Acquire) {
+		return nil // deletes or overwrites whatever is there
+	}
+	for _, o := range a.others(v) {
+		if len(o.s.keys) != 1 {
+			continue
+		}
+		k := o.s.keys[0]
+		lock := contains(f.keys, k.pos)
+		if lock && k.f == f.form {
+			continue
+		}
+		for i, l := range f.keys {
+			e := f.effectOn(o, a.vals[l])
+			if e != effNone && (lock || e != f.effectOn(v.s0, a.vals[l])) {
+				return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("the script %s %s", e, posName(f.keys[i], a.nkeys))}
+			}
+		}
+		if lock && o.o.err == "" && sem.Yes.Match(&o.o.reply, a.nkeys) {
+			return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("the lock key holds another type and the script answers %s, a yes", o.o.reply)}
+		}
+	}
+	return nil
+}
