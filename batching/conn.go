@@ -148,7 +148,12 @@ func (p *Pipeline) takeBatch(spare []Op, buf []byte) (next []Op, out []byte, n i
 	p.mu.Lock()
 	batch := p.queue
 	p.queue = spare[:0]
+	// Counted in Depth until they are in flight or completed: a shutdown's
+	// Drain must not see an empty pipeline in between.
+	taken := int64(len(batch))
+	p.completing.Add(taken)
 	p.mu.Unlock()
+	defer p.completing.Add(-taken)
 	if len(batch) == 0 {
 		return batch, buf, 0, false
 	}

@@ -276,9 +276,21 @@ func (p *Pipeline) markBroken(err error) {
 
 // setState records the connection state; going down fails every queued
 // command with the same error (the first error wins, every waiter hears it).
+// OnState hears of a connection going up before Submit accepts anything
+// for it: whatever it decides about the master (the engine stops counting
+// a reconnected master's votes until it is checked) applies to the first
+// reply. Only the pipeline's own goroutine calls setState.
 func (p *Pipeline) setState(up bool, err error) {
 	p.mu.Lock()
 	changed := p.up != up
+	p.mu.Unlock()
+	if up && changed {
+		p.opt.Logger.Info("master connected", "master", p.opt.Addr)
+		if p.opt.OnState != nil {
+			p.opt.OnState(p.opt.Index, true, nil)
+		}
+	}
+	p.mu.Lock()
 	p.up = up
 	if up {
 		p.broken = false
@@ -289,21 +301,19 @@ func (p *Pipeline) setState(up bool, err error) {
 		p.lastErr = err
 	}
 	p.mu.Unlock()
-	if !up {
-		p.failQueued(&MasterError{p.opt.Addr, err})
+	if up {
+		return
 	}
+	p.failQueued(&MasterError{p.opt.Addr, err})
 	if changed {
-		switch {
-		case up:
-			p.opt.Logger.Info("master connected", "master", p.opt.Addr)
-		case errors.Is(err, ErrClosed):
+		if errors.Is(err, ErrClosed) {
 			p.opt.Logger.Info("master connection closed (shutdown)", "master", p.opt.Addr)
-		default:
+		} else {
 			p.opt.Logger.Warn("master down: its votes count as no until it is back; lockproxy redials with back-off",
 				"master", p.opt.Addr, "err", err)
 		}
 		if p.opt.OnState != nil {
-			p.opt.OnState(p.opt.Index, up, err)
+			p.opt.OnState(p.opt.Index, false, err)
 		}
 	}
 }

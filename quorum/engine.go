@@ -151,6 +151,7 @@ type Engine struct {
 	n, q  int
 	pipes []pipe
 	keys  keyTable
+	slots keySlots // failed acquisitions waiting for late replies, by key (keygen.go)
 	// quarantine[i] is the unix time in ms until which master i's votes do
 	// not count (it lost its data and may have lost keys of valid locks);
 	// 0: none. Commands are still sent to it, so its state rebuilds.
@@ -158,6 +159,7 @@ type Engine struct {
 	qwhy       []atomic.Uint32          // Why, per master, of its quarantine
 	barred     []atomic.Uint32          // bar flags, per master: votes that do not count whatever the quarantine
 	policies   []atomic.Pointer[string] // maxmemory-policy last read, for the bar's message
+	checkErrs  []atomic.Pointer[string] // the last failed check's error, for the stale bar's message
 	qmon       *monitor
 	timers     *deadlines   // decides requests whose masters missed the deadline
 	undos      atomic.Int64 // undo commands sent
@@ -188,7 +190,9 @@ func New(cfg Config) (*Engine, error) {
 	e.qwhy = make([]atomic.Uint32, e.n)
 	e.barred = make([]atomic.Uint32, e.n)
 	e.policies = make([]atomic.Pointer[string], e.n)
+	e.checkErrs = make([]atomic.Pointer[string], e.n)
 	e.keys.init()
+	e.slots.init()
 	var err error
 	if e.timers, err = newDeadlines(e.loop); err != nil {
 		return nil, fmt.Errorf("quorum: starting the deadline timer: %w", err)
@@ -242,7 +246,8 @@ func (e *Engine) Masters() []MasterStatus {
 		if !out[i].QuarantinedUntil.IsZero() {
 			out[i].QuarantineWhy, _ = e.quarantineWhy(i)
 		}
-		if err := e.barredErr(i); err != nil {
+		switch err := e.noVote(i).(type) {
+		case *EvictionError, *StaleError:
 			out[i].Excluded = err.Error()
 		}
 		if up {
@@ -313,6 +318,7 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	r.mu.Unlock()
 	r.deadline.Store(dl) // after inDispatch: an expiry now is finished by us
 	e.timers.push(r, dl)
+	e.supersede(r)
 	opDeadline := dl
 	if r.Kind == Release {
 		// A release still frees the key on a master that gets it after
@@ -324,7 +330,7 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	for i, p := range e.pipes {
 		r.ref() // dropped by the op's Complete, which may run at once on the loop
 		if err := p.Submit(batching.Op{Cmd: r.Cmd, Deadline: opDeadline, C: r}); err != nil {
-			r.Complete(i, batching.Reply{}, err)
+			r.Complete(i, batching.Reply{}, &notSentError{err})
 		}
 	}
 	r.mu.Lock()

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -12,6 +13,10 @@ type policyState struct {
 	policy    string    // as last read; "" before the first read
 	refused   bool      // CONFIG GET was refused: the policy cannot be checked
 	evictedAt time.Time // the last check that found an evicting policy
+	// taintPending: the quarantine that must follow an evicting policy is
+	// not written in the marker yet (the write can fail: OOM is when
+	// volatile-* evicts); the master stays barred until it is.
+	taintPending bool
 }
 
 // checkPolicy reads the master's maxmemory-policy. A policy other than
@@ -23,12 +28,12 @@ func (w *watch) checkPolicy(client rueidis.Client) (taint bool, err error) {
 	ctx, cancel := context.WithTimeout(w.m.ctx, checkTimeout)
 	res, err := client.Do(ctx, client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
 	cancel()
-	if _, isReply := rueidis.IsRedisErr(err); err != nil && isReply {
+	if re, isReply := rueidis.IsRedisErr(err); err != nil && isReply && refusesConfig(re.Error()) {
 		w.policyRefused(err)
 		return false, nil
 	}
 	if err != nil {
-		return false, err
+		return false, err // LOADING, BUSY, a network error…: the check failed
 	}
 	policy, ok := res["maxmemory-policy"]
 	if !ok {
@@ -37,12 +42,14 @@ func (w *watch) checkPolicy(client rueidis.Client) (taint bool, err error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	taint = w.policy.taintPending
 	was := w.policy.policy
 	w.policy.policy, w.policy.refused = policy, false
 	w.m.e.policies[w.i].Store(&policy)
 	log := w.m.e.cfg.Logger
 	if policy != "noeviction" {
 		w.policy.evictedAt = time.Now()
+		w.policy.taintPending = w.m.markers
 		w.m.e.bar(w.i, barEvicting)
 		if policy != was {
 			log.Error("master may evict lock keys (maxmemory-policy is not noeviction): its votes do not count; set maxmemory-policy noeviction on it (it then stays quarantined until the longest lock it may have lost has expired)",
@@ -50,12 +57,26 @@ func (w *watch) checkPolicy(client rueidis.Client) (taint bool, err error) {
 		}
 		return true, nil
 	}
-	w.m.e.unbar(w.i, barEvicting)
+	if !w.policy.taintPending {
+		w.m.e.unbar(w.i, barEvicting)
+	}
 	if was != "" && was != policy {
 		log.Warn("master's maxmemory-policy is noeviction again; its votes count once the longest lock it may have evicted has expired",
 			"master", w.addr)
 	}
-	return false, nil
+	return taint, nil
+}
+
+// refusesConfig reports error replies that mean the master will not answer
+// CONFIG GET at all (renamed or disabled, ACL), as opposed to one that
+// cannot answer now (LOADING, BUSY, OOM…).
+func refusesConfig(msg string) bool {
+	for _, p := range []string{"ERR unknown command", "ERR unknown subcommand", "NOPERM", "ERR This Redis command is not allowed"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // policyRefused records a master that would not say its policy, logging it
@@ -63,7 +84,9 @@ func (w *watch) checkPolicy(client rueidis.Client) (taint bool, err error) {
 func (w *watch) policyRefused(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.m.e.unbar(w.i, barEvicting)
+	if !w.policy.taintPending {
+		w.m.e.unbar(w.i, barEvicting)
+	}
 	if w.policy.refused {
 		return
 	}

@@ -29,7 +29,9 @@ local L = tonumber(ARGV[1])
 local write = ARGV[2] ~= 'peek'
 local recorded = 0
 if write then
-  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]) + tonumber(ARGV[4]), ARGV[3])
+  local keep = now + tonumber(ARGV[3]) + tonumber(ARGV[4])
+  local cur = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]))
+  if not cur or cur < keep then redis.call('ZADD', KEYS[2], keep, ARGV[3]) end
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
     local v = tonumber(m)
@@ -46,8 +48,16 @@ if v and string.sub(v, 1, 2) == 'q:' then
   local s, e = string.match(v, '^q:(%d+):(%d+)$')
   start, till = tonumber(s), tonumber(e)
 elseif v and v ~= 'ok' then
+  -- A quarantine end written by an older lockproxy, which recorded no
+  -- start: count it from now (longer, never shorter), and rewrite it.
   till = tonumber(v)
-  if till then start = till - tonumber(ARGV[3]) end
+  if till then
+    start = now
+    if write then
+      if start + L > till then till = start + L end
+      quarantine(start, till)
+    end
+  end
 end
 if write and ARGV[5] == '1' then
   local e = now + L
@@ -82,8 +92,10 @@ type markerReply struct {
 	state                     string
 }
 
-// checkMarker runs the marker script and applies its answer.
-func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool) error {
+// checkMarker runs the marker script and applies its answer. A taint
+// (the master may have evicted keys) stays pending until a run that wrote
+// it succeeded.
+func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, started time.Time) error {
 	m := w.m
 	w.mu.Lock()
 	mode := "check"
@@ -112,13 +124,21 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool) err
 	if err != nil {
 		return err
 	}
-	if w.recordedAnswer(rep, mode, received) {
+	if w.recordedAnswer(rep, mode) {
 		m.relearn()
 	}
 	l := m.quarantineLen() // may have grown since the script ran
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.lastErr = ""
+	if taint && mode != "peek" {
+		w.policy.taintPending = false
+		if w.policy.policy == "noeviction" {
+			m.e.unbar(w.i, barEvicting)
+		}
+	}
+	if mode != "peek" {
+		w.checked(started)
+	}
 	if w.epoch != epoch {
 		// The pipeline reconnected while we asked: this answer may be
 		// about another process. Ask again.
@@ -143,18 +163,16 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool) err
 	return nil
 }
 
-// recordedAnswer notes this master's record of max_ttl and, for a check
-// that wrote this proxy's own record, its freshness. It reports whether the
-// master recorded a longer max_ttl than was known before.
-func (w *watch) recordedAnswer(rep markerReply, mode string, received time.Time) (longer bool) {
+// recordedAnswer notes this master's record of max_ttl. It reports
+// whether the master recorded a longer max_ttl than was known before.
+func (w *watch) recordedAnswer(rep markerReply, mode string) (longer bool) {
 	if mode == "peek" {
 		return false
 	}
 	before := w.m.quarantineLen().Milliseconds()
 	w.mu.Lock()
-	w.recorded, w.fresh = rep.recorded, received
+	w.recorded = rep.recorded
 	w.mu.Unlock()
-	w.m.e.unbar(w.i, barStale)
 	return rep.recorded > before
 }
 
@@ -163,6 +181,14 @@ func (w *watch) recordedAnswer(rep markerReply, mode string, received time.Time)
 // was given (the marker follows at the next check). w.mu is held.
 func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration) {
 	m := w.m
+	if rep.state == "ok" && !w.policy.evictedAt.IsZero() && time.Since(w.policy.evictedAt) < l {
+		// This proxy saw it evicting within max_ttl, yet the marker says
+		// "ok" (the taint's write was lost): quarantine it from then, and
+		// write the taint again.
+		rep.state, rep.start, rep.end = "quarantined", rep.now-time.Since(w.policy.evictedAt).Milliseconds(), 0
+		w.policy.taintPending = true
+		w.poke()
+	}
 	switch rep.state {
 	case "ok":
 		if w.state != verifiedOK {
@@ -179,6 +205,9 @@ func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration
 		if start.Add(l).After(until) {
 			until = start.Add(l)
 			w.poke() // write the longer end into the marker
+		}
+		if w.state == quarantined && absDuration(w.start.Sub(start)) < 5*time.Millisecond && w.until.After(until) {
+			until = w.until // never shorten a quarantine relearn extended
 		}
 		why := WhyRestarted
 		if w.policy.evictedAt.After(start.Add(-time.Second)) {

@@ -88,9 +88,12 @@ func (e *Engine) quarantineWhy(i int) (Why, bool) {
 func (e *Engine) bar(i int, flag uint32)   { e.barred[i].Or(flag) }
 func (e *Engine) unbar(i int, flag uint32) { e.barred[i].And(^flag) }
 
-// noVote returns why master i's reply is no vote now, or nil.
+// noVote returns why master i's reply is no vote now, or nil: a policy
+// that may evict first (the operator can act on it), then a quarantine,
+// then checks that have failed for too long.
 func (e *Engine) noVote(i int) error {
-	if err := e.barredErr(i); err != nil {
+	err := e.barredErr(i)
+	if _, evicting := err.(*EvictionError); evicting {
 		return err
 	}
 	if e.quarantine[i].Load() != 0 {
@@ -98,7 +101,7 @@ func (e *Engine) noVote(i int) error {
 			return &QuarantineError{Until: until, Why: Why(e.qwhy[i].Load())}
 		}
 	}
-	return nil
+	return err
 }
 
 func (e *Engine) barredErr(i int) error {
@@ -113,9 +116,17 @@ func (e *Engine) barredErr(i int) error {
 		}
 		return &EvictionError{Policy: policy}
 	default:
-		return errStaleRecord
+		se := &StaleError{}
+		if p := e.checkErrs[i].Load(); p != nil {
+			se.LastErr = *p
+		}
+		return se
 	}
 }
+
+// setCheckErr keeps the last failed check's error of master i, for the
+// stale bar's message.
+func (e *Engine) setCheckErr(i int, msg string) { e.checkErrs[i].Store(&msg) }
 
 // QuarantineError is a master's vote that does not count for a while.
 type QuarantineError struct {
@@ -136,17 +147,26 @@ func (e *QuarantineError) Error() string {
 	return "quarantined until " + until + " (restarted without its data; its votes count again once the longest lock it may have lost has expired)"
 }
 
-// EvictionError: the master's maxmemory-policy may evict lock keys.
+// EvictionError: the master's maxmemory-policy may evict lock keys, or did
+// and its quarantine is not recorded in its marker yet.
 type EvictionError struct{ Policy string }
 
 func (e *EvictionError) Error() string {
+	if e.Policy == "noeviction" {
+		return "it may have evicted lock keys (its maxmemory-policy was not noeviction) and lockproxy has not yet recorded its quarantine in its marker; its votes do not count until it has"
+	}
 	return "maxmemory-policy is " + e.Policy + ", which may evict lock keys, so its votes do not count: set maxmemory-policy noeviction on it"
 }
 
-var errStaleRecord = &staleError{}
+// StaleError: no check of the master succeeded for longer than the grace,
+// so its eviction policy (and this proxy's max_ttl record on it) are
+// unknown.
+type StaleError struct{ LastErr string }
 
-type staleError struct{}
-
-func (*staleError) Error() string {
-	return "lockproxy has not been able to check it (marker and max_ttl record) for longer than the record grace, so its votes do not count until a check answers"
+func (e *StaleError) Error() string {
+	s := "lockproxy could not check it (eviction policy, marker, max_ttl record) for longer than the record grace, so its votes do not count until a check answers"
+	if e.LastErr != "" {
+		s += "; last check: " + e.LastErr
+	}
+	return s
 }

@@ -131,7 +131,7 @@ type watch struct {
 	booted   bool      // ran its bootstrap-mode check
 	lastErr  string    // last check error, logged once
 	recorded int64     // the longest max_ttl (ms) this master records
-	fresh    time.Time // when this proxy's record was last refreshed here
+	fresh    time.Time // when the last successful check started
 	policy   policyState
 }
 
@@ -164,14 +164,20 @@ func newMonitor(e *Engine) *monitor {
 // not vote until it has been checked on this connection's watch.
 func (m *monitor) onState(next func(int, bool, error)) func(int, bool, error) {
 	return func(i int, up bool, err error) {
+		// Down or up again, the master may have restarted: its votes stop
+		// counting until a check that starts after the reconnection
+		// answers. Set on the way down too, so that no reply on the next
+		// connection can count before OnState(up) runs.
+		w := m.watches[i]
+		l := m.quarantineLen()
+		w.mu.Lock()
+		w.state = unverified
+		m.e.setQuarantine(i, time.Now().Add(l), WhyUnverified)
 		if up {
-			w := m.watches[i]
-			l := m.quarantineLen()
-			w.mu.Lock()
 			w.epoch++
-			w.state = unverified
-			m.e.setQuarantine(i, time.Now().Add(l), WhyUnverified)
-			w.mu.Unlock()
+		}
+		w.mu.Unlock()
+		if up {
 			w.poke()
 		}
 		if next != nil {
@@ -242,6 +248,9 @@ func (w *watch) run() {
 		case <-w.kick:
 		case <-timer.C:
 		}
+		w.mu.Lock()
+		w.staleness() // checks that hang count too
+		w.mu.Unlock()
 		next := w.check(client)
 		timer.Reset(next)
 	}
@@ -252,14 +261,15 @@ func (w *watch) run() {
 func (w *watch) check(client rueidis.Client) time.Duration {
 	m := w.m
 	interval := m.e.cfg.QuarantineCheck
+	started := time.Now()
 	w.mu.Lock()
 	epoch := w.epoch
 	w.mu.Unlock()
 	taint, err := w.checkPolicy(client)
 	if err == nil && m.markers {
-		err = w.checkMarker(client, epoch, taint)
+		err = w.checkMarker(client, epoch, taint, started)
 	} else if err == nil {
-		w.verifiedWithoutMarker(epoch)
+		w.verifiedWithoutMarker(epoch, started)
 	}
 	if err != nil {
 		if m.ctx.Err() != nil {
@@ -277,17 +287,36 @@ func (w *watch) check(client rueidis.Client) time.Duration {
 	return interval
 }
 
+// checked records a successful check that started at started: the
+// master's votes may count (for the grace) as far as checking goes.
+// w.mu is held.
+func (w *watch) checked(started time.Time) {
+	w.lastErr = ""
+	w.fresh = started
+	w.m.e.unbar(w.i, barStale)
+}
+
+// staleness bars the master's votes when no check has succeeded for the
+// grace (or ever): its eviction policy and, with the quarantine on, this
+// proxy's max_ttl record on it are then unknown. w.mu is held.
+func (w *watch) staleness() {
+	if time.Since(w.fresh) > w.m.grace {
+		w.m.e.setCheckErr(w.i, w.lastErr)
+		w.m.e.bar(w.i, barStale)
+	}
+}
+
 // verifiedWithoutMarker: with the restart quarantine off, a checked master
 // votes unless it may have evicted keys within the last max_ttl.
-func (w *watch) verifiedWithoutMarker(epoch uint64) {
+func (w *watch) verifiedWithoutMarker(epoch uint64, started time.Time) {
 	l := w.m.quarantineLen()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.lastErr = ""
 	if w.epoch != epoch {
 		w.poke()
 		return
 	}
+	w.checked(started)
 	if until := w.policy.evictedAt.Add(l); !w.policy.evictedAt.IsZero() && time.Now().Before(until) {
 		w.state, w.until, w.start = quarantined, until, w.policy.evictedAt
 		w.m.e.setQuarantine(w.i, until, WhyEvicting)
@@ -301,24 +330,23 @@ func (w *watch) verifiedWithoutMarker(epoch uint64) {
 
 // failed records a check that got no answer. A master whose pipeline never
 // broke since its last good check keeps its state: it cannot have
-// restarted; but once this proxy's max_ttl record on it is older than the
-// grace, its votes stop counting until a check refreshes it.
+// restarted; but once no check has succeeded for the grace, its votes stop
+// counting until one does.
 func (w *watch) failed(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.m.markers && w.state != unverified && time.Since(w.fresh) > w.m.grace {
-		w.m.e.bar(w.i, barStale)
-	}
-	if w.lastErr == err.Error() {
+	repeated := w.lastErr == err.Error()
+	w.lastErr = err.Error()
+	w.staleness()
+	if repeated {
 		return
 	}
-	w.lastErr = err.Error()
-	level := w.m.e.cfg.Logger.Debug
-	if w.state == unverified && w.epoch > 0 {
-		level = w.m.e.cfg.Logger.Warn
+	level := w.m.e.cfg.Logger.Warn
+	if w.state != unverified && time.Since(w.fresh) < w.m.grace/2 {
+		level = w.m.e.cfg.Logger.Debug // a blip: the next check will do
 	}
-	level("cannot check the master's lockproxy marker and eviction policy; retrying (an unchecked master that reconnected does not vote)",
-		"master", w.addr, "db", MarkerDB, "err", err)
+	level("cannot check the master's lockproxy marker and eviction policy; retrying (its votes do not count while it is unchecked, after a reconnection or for longer than the record grace)",
+		"master", w.addr, "db", MarkerDB, "grace", w.m.grace, "err", err)
 }
 
 func (m *monitor) kickAll() {

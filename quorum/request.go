@@ -107,6 +107,11 @@ type Request struct {
 	// parent, which publishes its outcome; the child holds a reference to
 	// the parent, whose command it aliases.
 	parent *Request
+	// A failed acquisition waiting for late replies is registered on its
+	// key's slot; a later write of its token marks it superseded
+	// (keygen.go). Both under slot.mu.
+	slot       *keySlot
+	superseded bool
 }
 
 // Per-master state of a request. The undo of a failed acquisition depends
@@ -220,7 +225,8 @@ func (r *Request) complete(master int, rep batching.Reply, err error) {
 	switch {
 	case err != nil:
 		var refused *refusedError
-		if errors.Is(err, batching.ErrExpired) || errors.Is(err, batching.ErrQueueFull) || errors.As(err, &refused) {
+		var unsent *notSentError
+		if errors.Is(err, batching.ErrExpired) || errors.Is(err, batching.ErrQueueFull) || errors.As(err, &refused) || errors.As(err, &unsent) {
 			r.state[master] = notApplied
 		} else {
 			r.state[master] = lost
@@ -244,7 +250,7 @@ func (r *Request) complete(master int, rep batching.Reply, err error) {
 	}
 	if r.decidedIn {
 		if r.undoing {
-			r.undoOne(master)
+			r.undoLate(master)
 		}
 		r.mu.Unlock()
 		return
@@ -286,7 +292,7 @@ func (r *Request) late(master int, rep batching.Reply, err error) {
 		r.yesFrom[master] = r.Agg == AggVote && r.Rule.IsYes(&r.replies[master], r.NKeys)
 	}
 	if r.undoing {
-		r.undoOne(master)
+		r.undoLate(master)
 	}
 }
 
@@ -295,6 +301,13 @@ func (r *Request) late(master int, rep batching.Reply, err error) {
 type refusedError struct{ msg string }
 
 func (e *refusedError) Error() string { return e.msg }
+
+// notSentError is a command the master's pipeline did not accept (down,
+// closed): nothing to undo there.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
 
 // unavailable reports error replies that say the master cannot serve now;
 // they count as no answer, not as a vote.
@@ -359,7 +372,7 @@ func missKind(err error) Miss {
 	switch {
 	case errors.As(err, &q):
 		return MissQuarantined
-	case errors.As(err, &ev), errors.Is(err, errStaleRecord):
+	case errors.As(err, &ev), errors.As(err, new(*StaleError)):
 		return MissExcluded
 	}
 	return MissUnavailable
@@ -516,6 +529,9 @@ func (r *Request) undo() {
 	for i := 0; i < r.e.n; i++ {
 		r.undoOne(i)
 	}
+	if r.unresolved() {
+		r.register()
+	}
 }
 
 // undoOne undoes master i's part of a failed acquisition once its reply
@@ -544,6 +560,25 @@ func (r *Request) undoOne(i int) {
 		r.undoCmd = UndoCommand(r.UndoKeys, r.UndoToken)
 	}
 	r.e.submitUndo(i, r.undoCmd)
+}
+
+// undoLate is undoOne for a master whose reply or failure came after the
+// decision, when the key may have been handed on: the undo would travel
+// behind whatever this proxy sent on the key since, so it is sent only if
+// that is nothing (keygen.go); otherwise the key is left to its TTL.
+func (r *Request) undoLate(i int) {
+	defer r.deregister()
+	if (r.state[i] != replied && r.state[i] != ignored) || !r.applied(i) || r.slot == nil {
+		r.undoOne(i) // nothing to send, unconfirmed, or not registered (no later write could meet it)
+		return
+	}
+	r.slot.mu.Lock()
+	defer r.slot.mu.Unlock()
+	if r.superseded {
+		r.e.unconfirmed.Add(1)
+		return
+	}
+	r.undoOne(i)
 }
 
 // applied reports whether master i's reply shows that the acquisition wrote

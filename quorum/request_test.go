@@ -66,12 +66,14 @@ func fakeEngine(n int) *Engine {
 	}
 	e := &Engine{cfg: cfg, n: n, q: Size(n)}
 	e.keys.init()
+	e.slots.init()
 	e.timers, _ = newDeadlines(nil)
 	e.pipes = nil
 	e.quarantine = make([]atomic.Int64, n)
 	e.qwhy = make([]atomic.Uint32, n)
 	e.barred = make([]atomic.Uint32, n)
 	e.policies = make([]atomic.Pointer[string], n)
+	e.checkErrs = make([]atomic.Pointer[string], n)
 	return e
 }
 
