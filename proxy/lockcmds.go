@@ -85,7 +85,7 @@ func cmdSet(s *Server, c *client, args [][]byte) {
 			return
 		}
 		ttl = s.cfg.DefaultTTL
-	} else if ttl, msg = s.ttlOf(o.ttlValue, o.unit); msg != "" {
+	} else if ttl, msg = s.accountedTTL(o.ttlValue, o.unit); msg != "" {
 		c.errorf("%s", msg)
 		s.cfg.Metrics.request("set", "error")
 		return
@@ -103,18 +103,9 @@ func cmdSetNX(s *Server, c *client, args [][]byte) {
 	s.acquire(c, t0, args[1], args[2], s.cfg.DefaultTTL, renderSetNX)
 }
 
-// acquire submits SET key token NX PX ttl as a quorum acquisition.
+// acquire submits SET key token NX PX ttl as a quorum acquisition; ttl
+// leaves validity (accountedTTL, or default_ttl checked by New).
 func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Duration, kind renderKind) {
-	if ttl <= 0 {
-		// An absolute expiry already in the past: nothing to acquire.
-		resp3 := c.resp3
-		if kind == renderSetNX {
-			c.integer(0)
-		} else {
-			c.local(func(b []byte) []byte { return appendNull(b, resp3) })
-		}
-		return
-	}
 	r := quorum.NewRequest()
 	cmd, k, tok := appendSetNX(r.CmdBuffer(96+len(key)+len(token)), key, token, ttl.Milliseconds())
 	r.Kind, r.Agg, r.Rule = quorum.Acquire, quorum.AggVote, quorum.YesOK
@@ -220,7 +211,7 @@ func cmdExpire(s *Server, c *client, args [][]byte) {
 		c.errorf("ERR invalid expire time: lockproxy extends locks with a positive TTL; release a lock with its release script or DEL")
 		return
 	}
-	ttl, msg := s.ttlOf(v, unit)
+	ttl, msg := s.accountedTTL(v, unit)
 	if msg != "" {
 		c.errorf("%s", msg)
 		return

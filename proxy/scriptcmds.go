@@ -60,13 +60,9 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 			c.errorf("ERR script %q: ARGV[%d] should be its TTL, an integer", sc.Name, sc.TTLArg)
 			return
 		}
-		ttl, msg := s.ttlOf(v, sc.TTLUnit)
+		ttl, msg := s.accountedTTL(v, sc.TTLUnit)
 		if msg != "" {
-			c.errorf("%s", msg)
-			return
-		}
-		if ttl <= 0 {
-			c.errorf("ERR script %q: TTL in ARGV[%d] is not positive", sc.Name, sc.TTLArg)
+			c.errorf("ERR script %q: ARGV[%d]: %s", sc.Name, sc.TTLArg, strings.TrimPrefix(msg, "ERR "))
 			return
 		}
 		r.TTL = ttl

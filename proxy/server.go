@@ -68,6 +68,8 @@ type Server struct {
 	scripts *scriptTable
 	start   time.Time
 	maxTTL  time.Duration // the engine's, read on every acquisition
+	drift   float64       // the engine's clock drift factor
+	minTTL  time.Duration // shortest accounted TTL that leaves validity (minTTLFor)
 
 	clients atomic.Int64 // connected clients
 	nextID  atomic.Int64
@@ -123,6 +125,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DefaultTTL > cfg.Engine.Config().MaxTTL {
 		return nil, fmt.Errorf("default_ttl (%v) exceeds quorum.max_ttl (%v)", cfg.DefaultTTL, cfg.Engine.Config().MaxTTL)
 	}
+	drift := cfg.Engine.Config().DriftFactor
+	if cfg.DefaultTTL > 0 && quorum.Validity(cfg.DefaultTTL, 0, drift) <= 0 {
+		return nil, fmt.Errorf("default_ttl (%v) leaves no validity after the clock drift allowance (2ms + TTL × quorum.clock_drift_factor %g): it must be at least %v", cfg.DefaultTTL, drift, minTTLFor(drift))
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -131,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{
 		cfg: cfg, scripts: newScriptTable(cfg.Catalog), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
+		drift: drift, minTTL: minTTLFor(drift),
 		conns: map[*clientConn]struct{}{}, idle: make(chan struct{}), release: make(chan struct{}),
 	}, nil
 }

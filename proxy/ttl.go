@@ -46,3 +46,35 @@ func unitName(u quorum.TTLUnit) string {
 	}
 	return "ms"
 }
+
+// accountedTTL is ttlOf for a TTL whose validity lockproxy accounts: SET,
+// PEXPIRE/EXPIRE, and the TTL of acquire and extend scripts. It is also
+// refused when the drift allowance leaves it no validity: such a lock
+// could never be granted, and a client retrying on "held" would spin
+// forever on a free lock.
+func (s *Server) accountedTTL(v int64, unit quorum.TTLUnit) (time.Duration, string) {
+	ttl, msg := s.ttlOf(v, unit)
+	if msg != "" {
+		return 0, msg
+	}
+	if quorum.Validity(ttl, 0, s.drift) > 0 {
+		return ttl, ""
+	}
+	given := strconv.FormatInt(v, 10) + unitName(unit)
+	if unit == quorum.UnixMillis || unit == quorum.UnixSecs {
+		given = ttl.Round(time.Millisecond).String() + " (an absolute expiry " + map[bool]string{true: "in the past", false: "too near"}[ttl <= 0] + ")"
+	}
+	return 0, "ERR TTL " + given + " is too short: the clock drift allowance (2ms + TTL × quorum.clock_drift_factor " +
+		strconv.FormatFloat(s.drift, 'g', -1, 64) + ") leaves it no validity, so the lock could never be granted; the minimum is " + s.minTTL.String()
+}
+
+// minTTLFor is the shortest whole-millisecond TTL that leaves validity once
+// the drift allowance is taken off: ttl - drift(ttl) > 0 (3ms at the
+// default factor 0.01).
+func minTTLFor(factor float64) time.Duration {
+	m := time.Millisecond
+	for quorum.Validity(m, 0, factor) <= 0 {
+		m += time.Millisecond
+	}
+	return m
+}

@@ -243,6 +243,13 @@ func (c *fileConfig) check() error {
 	if f := q.ClockDriftFactor; f != nil && (*f < 0 || *f >= 0.5) {
 		return fmt.Errorf("%s: quorum.clock_drift_factor %v is outside [0, 0.5); the usual value is 0.01", at("quorum.clock_drift_factor"), *f)
 	}
+	drift := 0.01
+	if f := q.ClockDriftFactor; f != nil {
+		drift = *f
+	}
+	if d := c.DefaultTTL.Duration; d > 0 && quorum.Validity(d, 0, drift) <= 0 {
+		return fmt.Errorf("%s: default_ttl (%v) leaves no validity after the clock drift allowance (2ms + TTL × quorum.clock_drift_factor %g): a lock taken with it could never be granted", at("default_ttl"), d, drift)
+	}
 	if q.QueueLimit < 0 {
 		return fmt.Errorf("%s: quorum.queue_limit %d is negative", at("quorum.queue_limit"), q.QueueLimit)
 	}

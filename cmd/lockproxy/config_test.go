@@ -63,6 +63,8 @@ func TestConfigErrors(t *testing.T) {
 			want: []string{"quorum.node_timeout (2s) must be smaller than quorum.max_ttl (2s"}},
 		{name: "default_ttl above max_ttl", toml: "default_ttl = \"2m\"\n" + masters, line: 1,
 			want: []string{"default_ttl (2m0s) exceeds quorum.max_ttl (1m0s)"}},
+		{name: "default_ttl without validity", toml: "default_ttl = \"2ms\"\n" + masters, line: 1,
+			want: []string{"default_ttl (2ms) leaves no validity after the clock drift allowance"}},
 		{name: "drift factor", toml: masters + "clock_drift_factor = 0.7\n", line: 3,
 			want: []string{"quorum.clock_drift_factor 0.7 is outside [0, 0.5)"}},
 		{name: "listen not host:port", toml: "listen = \"7379\"\n" + masters, line: 1,
