@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,4 +92,53 @@ func mustCatalog(t testing.TB) *proxy.Catalog {
 		t.Fatal(err)
 	}
 	return cat
+}
+
+// Every TTL that reaches a master is bounded by max_ttl, whatever carries
+// it: python-redis-lock's unlock and reset PEXPIRE their signal list
+// KEYS[2] with ARGV[2], and 2,592,000,000 ms left a 30-day key on every
+// master. Now refused with the max_ttl error, and nothing runs.
+func TestScriptOtherTTLsBoundedByMaxTTL(t *testing.T) {
+	transports(t, func(t *testing.T, start func(testing.TB, int, ...clusterOpt) *cluster) {
+		c := start(t, 3)
+		ctx := context.Background()
+		cl := c.client()
+		unlock := builtinBody(t, "python-redis-lock unlock")
+		reset := builtinBody(t, "python-redis-lock reset")
+		if ok, err := cl.SetNX(ctx, "lock:x", "tok", 10*time.Second).Result(); err != nil || !ok {
+			t.Fatalf("acquire: %v %v", ok, err)
+		}
+		for _, tc := range []struct {
+			args []any
+			want string
+		}{
+			{[]any{"EVAL", unlock, "2", "lock:x", "lock-signal:x", "tok", "2592000000"},
+				`ERR script "python-redis-lock unlock": ARGV[2]: TTL 2592000000ms exceeds max_ttl 1m0s (quorum.max_ttl in config.toml)`},
+			{[]any{"EVAL", reset, "2", "lock:x", "lock-signal:x", "tok", "2592000000"},
+				`ERR script "python-redis-lock reset": ARGV[2]: TTL 2592000000ms exceeds max_ttl`},
+			{[]any{"EVAL", unlock, "2", "lock:x", "lock-signal:x", "tok", "0"}, `ARGV[2]: invalid expire time 0: a TTL must be positive`},
+			{[]any{"EVAL", unlock, "2", "lock:x", "lock-signal:x", "tok", "soon"}, `ARGV[2] should be a TTL in ms, an integer`},
+			{[]any{"EVAL", unlock, "2", "lock:x", "lock-signal:x", "tok"}, `expects a TTL in ARGV[2], but only 1 ARGV were given`},
+		} {
+			err := cl.Do(ctx, tc.args...).Err()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%.60q: %v, want %q", tc.args[2:], err, tc.want)
+			}
+		}
+		for i, m := range c.masters {
+			if v, err := m.Do("PTTL", "lock-signal:x"); err != nil || v != "-2" {
+				t.Errorf("master %d: PTTL of the signal list = %s %v, want -2 (no key)", i, v, err)
+			}
+		}
+		// Within max_ttl it runs: released, and the signal list expires.
+		if n, err := cl.Do(ctx, "EVAL", unlock, "2", "lock:x", "lock-signal:x", "tok", "1000").Int(); err != nil || n != 0 {
+			t.Fatalf("unlock within max_ttl: %v %v, want 0 (released)", n, err)
+		}
+		for i, m := range c.masters {
+			v, err := m.Do("PTTL", "lock-signal:x")
+			if ms, _ := strconv.Atoi(v); err != nil || ms <= 0 || ms > 1000 {
+				t.Errorf("master %d: PTTL of the signal list = %s %v, want 1..1000", i, v, err)
+			}
+		}
+	})
 }

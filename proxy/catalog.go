@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,17 @@ type Script struct {
 	// the masters run instead, with max_ttl in ms appended to ARGV: the
 	// same replies, with every TTL it sets capped at max_ttl.
 	RunAs string
+	// OtherTTLs are the ARGV, besides TTLArg, that carry a TTL the script
+	// sets on a master (python-redis-lock's signal list): each is refused
+	// over max_ttl, as SET's is, so that no key outlives the restart
+	// quarantine. They are not accounted for validity.
+	OtherTTLs []ArgTTL
+}
+
+// ArgTTL is an ARGV of a script that carries a TTL, and its unit.
+type ArgTTL struct {
+	Arg  int            // 1-based ARGV index
+	Unit quorum.TTLUnit // Millis, Seconds, UnixMillis, UnixSecs
 }
 
 // ScriptConfig is one [[scripts]] table of config.toml: a script the
@@ -58,6 +70,16 @@ type ScriptConfig struct {
 	// numkeys; required for zero and nonnegative.
 	NoReply string `toml:"no_reply"`
 	Combine string `toml:"combine"` // "" or "first": the first yes reply; "qth_ttl": replies are TTLs in ms, answer the Q-th largest minus drift
+	// OtherTTLArgs are the ARGV, besides ttl_arg, that carry a TTL the
+	// script sets on a master, such as the expiry of a signal list: each is
+	// refused over max_ttl. Any kind.
+	OtherTTLArgs []TTLArgConfig `toml:"other_ttl_args"`
+}
+
+// TTLArgConfig is one entry of other_ttl_args: { arg = 2, unit = "ms" }.
+type TTLArgConfig struct {
+	Arg  int    `toml:"arg"`  // 1-based ARGV index
+	Unit string `toml:"unit"` // ms | s | unix_ms | unix_s
 }
 
 // Catalog recognizes lock scripts: the built-in ones of common lock
@@ -164,7 +186,7 @@ func (c *Catalog) add(s *Script, builtin bool) error {
 func sameVote(a, b *Script) bool {
 	return a.Kind == b.Kind && a.Yes == b.Yes && a.Combine == b.Combine &&
 		a.TTLArg == b.TTLArg && a.TTLUnit == b.TTLUnit && a.TokenArg == b.TokenArg && a.NoIsNoop == b.NoIsNoop &&
-		a.NoReply.Equal(b.NoReply)
+		a.NoReply.Equal(b.NoReply) && slices.Equal(a.OtherTTLs, b.OtherTTLs)
 }
 
 func indexOf(ss []*Script, s *Script) int {
@@ -251,6 +273,7 @@ func (sc ScriptConfig) script() (*Script, error) {
 	}
 
 	var ok bool
+	var err error
 	if s.Kind, ok = kinds[sc.Kind]; !ok {
 		return nil, fmt.Errorf("kind %q is not one of acquire, release, extend, read", sc.Kind)
 	}
@@ -297,6 +320,9 @@ func (sc ScriptConfig) script() (*Script, error) {
 		return nil, fmt.Errorf("token_arg and ttl_arg are both ARGV[%d]", sc.TokenArg)
 	}
 	s.TokenArg = sc.TokenArg
+	if s.OtherTTLs, err = sc.otherTTLs(); err != nil {
+		return nil, err
+	}
 
 	switch sc.NoReply {
 	case "":
@@ -321,6 +347,26 @@ func (sc ScriptConfig) script() (*Script, error) {
 		return nil, fmt.Errorf("no_reply %s would itself be a yes vote under vote %q", sc.NoReply, sc.Vote)
 	}
 	return s, nil
+}
+
+// otherTTLs validates other_ttl_args.
+func (sc ScriptConfig) otherTTLs() ([]ArgTTL, error) {
+	var out []ArgTTL
+	seen := map[int]bool{sc.TTLArg: sc.TTLArg > 0, sc.TokenArg: sc.TokenArg > 0}
+	for i, o := range sc.OtherTTLArgs {
+		unit, ok := units[o.Unit]
+		switch {
+		case o.Arg < 1:
+			return nil, fmt.Errorf("other_ttl_args[%d]: arg %d is not a 1-based ARGV index", i, o.Arg)
+		case !ok:
+			return nil, fmt.Errorf("other_ttl_args[%d]: unit %q is not one of ms, s, unix_ms, unix_s", i, o.Unit)
+		case seen[o.Arg]:
+			return nil, fmt.Errorf("other_ttl_args[%d]: ARGV[%d] is already ttl_arg, token_arg or an earlier entry", i, o.Arg)
+		}
+		seen[o.Arg] = true
+		out = append(out, ArgTTL{Arg: o.Arg, Unit: unit})
+	}
+	return out, nil
 }
 
 var (

@@ -67,6 +67,10 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 		}
 		r.TTL = ttl
 	}
+	if msg := s.checkOtherTTLs(sc, argv); msg != "" {
+		c.errorf("%s", msg)
+		return
+	}
 	// The catalogued body is what every master has loaded: forward by its
 	// sha1. Keys and the token alias the encoded command.
 	size := 64 + len(sc.SHA1)

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
@@ -77,4 +79,26 @@ func minTTLFor(factor float64) time.Duration {
 		m += time.Millisecond
 	}
 	return m
+}
+
+// checkOtherTTLs checks the TTLs a script carries besides its lock's
+// (Script.OtherTTLs): each must be a positive integer within max_ttl, as
+// SET's is. It returns the client's error, or "".
+func (s *Server) checkOtherTTLs(sc *Script, argv [][]byte) string {
+	for _, o := range sc.OtherTTLs {
+		if o.Arg > len(argv) {
+			return fmt.Sprintf("ERR script %q expects a TTL in ARGV[%d], but only %d ARGV were given", sc.Name, o.Arg, len(argv))
+		}
+		v, err := strconv.ParseInt(string(argv[o.Arg-1]), 10, 64)
+		if err != nil {
+			return fmt.Sprintf("ERR script %q: ARGV[%d] should be a TTL in %s, an integer", sc.Name, o.Arg, unitName(o.Unit))
+		}
+		if v <= 0 {
+			return fmt.Sprintf("ERR script %q: ARGV[%d]: invalid expire time %d: a TTL must be positive", sc.Name, o.Arg, v)
+		}
+		if _, msg := s.ttlOf(v, o.Unit); msg != "" {
+			return fmt.Sprintf("ERR script %q: ARGV[%d]: %s", sc.Name, o.Arg, strings.TrimPrefix(msg, "ERR "))
+		}
+	}
+	return ""
 }

@@ -5,6 +5,9 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // TestConfigErrors: every configuration mistake stops the start with exit
@@ -166,5 +169,35 @@ kind = "release"
 	}
 	if keys["listen"].raw != `"a"` {
 		t.Errorf("raw value of listen = %q", keys["listen"].raw)
+	}
+}
+
+// TestScriptOtherTTLArgsDecode: [[scripts]] other_ttl_args decodes into the
+// catalog entry; a wrong shape names its line.
+func TestScriptOtherTTLArgsDecode(t *testing.T) {
+	path := writeConfig(t, `[quorum]
+masters = ["127.0.0.1:7001"]
+[[scripts]]
+name = "release and signal"
+body = 'if redis.call("get", KEYS[1]) == ARGV[1] then redis.call("del", KEYS[1]) redis.call("rpush", KEYS[2], 1) redis.call("pexpire", KEYS[2], ARGV[2]) return 1 end return 0'
+kind = "release"
+vote = "one"
+other_ttl_args = [{ arg = 2, unit = "ms" }]
+`)
+	cfg, err := loadConfig(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := proxy.NewCatalog(cfg.Scripts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := cat.Scripts()[len(cat.Scripts())-1]
+	if len(sc.OtherTTLs) != 1 || sc.OtherTTLs[0] != (proxy.ArgTTL{Arg: 2, Unit: quorum.Millis}) {
+		t.Fatalf("other_ttl_args decoded as %+v", sc.OtherTTLs)
+	}
+	path = writeConfig(t, "[quorum]\nmasters = [\"127.0.0.1:7001\"]\n[[scripts]]\nname = \"x\"\nother_ttl_args = 2\n")
+	if _, err := loadConfig(path, nil); err == nil || !strings.Contains(err.Error(), ":5: scripts.other_ttl_args: expected an array of inline tables") {
+		t.Fatalf("other_ttl_args = 2: %v", err)
 	}
 }
