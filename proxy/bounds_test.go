@@ -2,6 +2,8 @@ package proxy_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // builtinBody is the text of the built-in script with this name.
@@ -141,4 +144,79 @@ func TestScriptOtherTTLsBoundedByMaxTTL(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Force acquisition (rueidislock's fcqms and fcqat: SET without NX, over
+// any holder) is the library's feature, allowed by default; an operator
+// switches it off with allow_force_acquire = false (Config.DenyForce), and
+// then EVAL and EVALSHA of such a script are refused, naming the script
+// and the key, while the rest of the catalog and custom scripts marked
+// force follow the same rule.
+func TestForceAcquireSwitch(t *testing.T) {
+	fcqms := builtinBody(t, "rueidislock fcqms")
+	fcqat := builtinBody(t, "rueidislock fcqat")
+	acqms := builtinBody(t, "rueidislock acqms")
+	custom := proxy.ScriptConfig{Name: "my force", Body: `return redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])`,
+		Kind: "acquire", Vote: "ok", TTLArg: 2, TTLUnit: "ms", TokenArg: 1, Force: true}
+	withCustom := func(pc *proxy.Config, qc *quorum.Config) {
+		cat, err := proxy.NewCatalog([]proxy.ScriptConfig{custom})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc.Catalog = cat
+		qc.Scripts = append(qc.Scripts, custom.Body)
+	}
+	deny := func(pc *proxy.Config, _ *quorum.Config) { pc.DenyForce = true }
+	transports(t, func(t *testing.T, start func(testing.TB, int, ...clusterOpt) *cluster) {
+		ctx := context.Background()
+		allowed := start(t, 3, withCustom)
+		cl := allowed.client()
+		if ok, err := cl.SetNX(ctx, "f", "holder", 10*time.Second).Result(); err != nil || !ok {
+			t.Fatalf("acquire: %v %v", ok, err)
+		}
+		if err := cl.Do(ctx, "EVAL", fcqms, "1", "f", "forcer", "10000").Err(); err != nil {
+			t.Fatalf("fcqms allowed by default: %v", err)
+		}
+		if got := allowed.onMasters("f"); count(got, "forcer") != 3 {
+			t.Fatalf("after a forced acquisition the masters hold %q", got)
+		}
+
+		denied := start(t, 3, withCustom, deny)
+		cl = denied.client()
+		if ok, err := cl.SetNX(ctx, "f", "holder", 10*time.Second).Result(); err != nil || !ok {
+			t.Fatalf("acquire: %v %v", ok, err)
+		}
+		before := commandStats(denied)
+		at := fmt.Sprint(time.Now().Add(10 * time.Second).UnixMilli())
+		for _, tc := range []struct {
+			name string
+			args []any
+		}{
+			{"rueidislock fcqms", []any{"EVAL", fcqms, "1", "f", "forcer", "10000"}},
+			{"rueidislock fcqms", []any{"EVALSHA", sha1hex(fcqms), "1", "f", "forcer", "10000"}},
+			{"rueidislock fcqat", []any{"EVAL", fcqat, "1", "f", "forcer", at}},
+			{"my force", []any{"EVAL", custom.Body, "1", "f", "forcer", "10000"}},
+		} {
+			err := cl.Do(ctx, tc.args...).Err()
+			want := fmt.Sprintf("ERR script %q takes the lock whoever holds it (force acquisition), and force acquisition is switched off: allow_force_acquire = false in config.toml", tc.name)
+			if err == nil || err.Error() != want {
+				t.Errorf("%s %s: %v, want %q", tc.args[0], tc.name, err, want)
+			}
+		}
+		if after := commandStats(denied); after != before {
+			t.Fatalf("masters saw commands:\nbefore %s\nafter  %s", before, after)
+		}
+		if got := denied.onMasters("f"); count(got, "holder") != 3 {
+			t.Fatalf("the holder lost its lock: %q", got)
+		}
+		// Ordinary acquisition is not affected.
+		if err := cl.Do(ctx, "EVAL", acqms, "1", "g", "t", "10000").Err(); err != nil {
+			t.Fatalf("acqms with force switched off: %v", err)
+		}
+	})
+}
+
+func sha1hex(s string) string {
+	sum := sha1.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

@@ -36,6 +36,10 @@ type Script struct {
 	// over max_ttl, as SET's is, so that no key outlives the restart
 	// quarantine. They are not accounted for validity.
 	OtherTTLs []ArgTTL
+	// Force marks an acquire script that takes the lock whoever holds it
+	// (SET without NX: rueidislock's ForceWithContext). Refused when the
+	// operator switches force acquisition off (Config.DenyForce).
+	Force bool
 }
 
 // ArgTTL is an ARGV of a script that carries a TTL, and its unit.
@@ -74,6 +78,9 @@ type ScriptConfig struct {
 	// script sets on a master, such as the expiry of a signal list: each is
 	// refused over max_ttl. Any kind.
 	OtherTTLArgs []TTLArgConfig `toml:"other_ttl_args"`
+	// Force marks an acquire script that takes the lock whoever holds it;
+	// refused while allow_force_acquire is false. Acquire only.
+	Force bool `toml:"force"`
 }
 
 // TTLArgConfig is one entry of other_ttl_args: { arg = 2, unit = "ms" }.
@@ -186,7 +193,7 @@ func (c *Catalog) add(s *Script, builtin bool) error {
 func sameVote(a, b *Script) bool {
 	return a.Kind == b.Kind && a.Yes == b.Yes && a.Combine == b.Combine &&
 		a.TTLArg == b.TTLArg && a.TTLUnit == b.TTLUnit && a.TokenArg == b.TokenArg && a.NoIsNoop == b.NoIsNoop &&
-		a.NoReply.Equal(b.NoReply) && slices.Equal(a.OtherTTLs, b.OtherTTLs)
+		a.NoReply.Equal(b.NoReply) && slices.Equal(a.OtherTTLs, b.OtherTTLs) && a.Force == b.Force
 }
 
 func indexOf(ss []*Script, s *Script) int {
@@ -323,6 +330,10 @@ func (sc ScriptConfig) script() (*Script, error) {
 	if s.OtherTTLs, err = sc.otherTTLs(); err != nil {
 		return nil, err
 	}
+	if sc.Force && s.Kind != quorum.Acquire {
+		return nil, fmt.Errorf("force is for acquire scripts (it marks one that takes the lock whoever holds it), not %s", sc.Kind)
+	}
+	s.Force = sc.Force
 
 	switch sc.NoReply {
 	case "":

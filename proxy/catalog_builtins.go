@@ -138,10 +138,11 @@ var builtins = []builtin{
 	// any holder → OK. Acquire: rueidislock draws a new random token per
 	// attempt (locker.try), so the undo deletes only what this attempt
 	// wrote; the previous holder's value there was already overwritten,
-	// which is what forcing means.
-	{"rueidislock_fcqms", Script{Name: "rueidislock fcqms", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
+	// which is what forcing means. Force: refused while
+	// allow_force_acquire is false.
+	{"rueidislock_fcqms", Script{Name: "rueidislock fcqms", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil, Force: true}},
 	// rueidislock ForceWithContext with SET PXAT ARGV[2] (absolute unix ms) → OK; Acquire as fcqms.
-	{"rueidislock_fcqat", Script{Name: "rueidislock fcqat", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.UnixMillis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
+	{"rueidislock_fcqat", Script{Name: "rueidislock fcqat", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.UnixMillis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil, Force: true}},
 	// rueidislock release: DEL when ours → 1, else 0.
 	{"rueidislock_delkey", Script{Name: "rueidislock delkey", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// rueidislock extend: PEXPIREAT ARGV[2] (absolute unix ms) when ours → 1, else 0.

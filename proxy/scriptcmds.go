@@ -44,6 +44,10 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 		sum := sha1.Sum(args[1])
 		s.scripts.add(hex.EncodeToString(sum[:]), sc)
 	}
+	if sc.Force && s.cfg.DenyForce {
+		c.errorf("ERR script %q takes the lock whoever holds it (force acquisition), and force acquisition is switched off: allow_force_acquire = false in config.toml", sc.Name)
+		return
+	}
 	s.cfg.Metrics.scriptHit()
 	keys := args[3 : 3+numKeys]
 	argv := args[3+numKeys:]

@@ -53,6 +53,10 @@ type Config struct {
 	// MaxClients this bounds the memory clients can make lockproxy hold.
 	// Default 8 MiB (Redis: client-query-buffer-limit, 1 GiB).
 	MaxQueryBuffer int
+	// DenyForce refuses catalogued scripts marked Force, which take a lock
+	// whoever holds it (rueidislock's force acquisition): config
+	// allow_force_acquire = false. Default false: allowed, as on one Redis.
+	DenyForce bool
 	// ConfigFile, Version and Commit are shown by INFO.
 	ConfigFile string
 	Version    string

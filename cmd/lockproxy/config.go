@@ -16,19 +16,22 @@ import (
 
 // fileConfig is config.toml as written; every key is documented there.
 type fileConfig struct {
-	Listen        string               `toml:"listen"`
-	TLSListen     string               `toml:"tls_listen"`
-	TLSCertFile   string               `toml:"tls_cert_file"`
-	TLSKeyFile    string               `toml:"tls_key_file"`
-	TLSCAFile     string               `toml:"tls_ca_file"`
-	MetricsListen *string              `toml:"metrics_listen"`
-	RequirePass   string               `toml:"requirepass"`
-	DefaultTTL    duration             `toml:"default_ttl"`
-	MaxClients    int                  `toml:"max_clients"`
-	LogLevel      string               `toml:"log_level"`
-	LogFormat     string               `toml:"log_format"`
-	Quorum        quorumConfig         `toml:"quorum"`
-	Scripts       []proxy.ScriptConfig `toml:"scripts"`
+	Listen        string   `toml:"listen"`
+	TLSListen     string   `toml:"tls_listen"`
+	TLSCertFile   string   `toml:"tls_cert_file"`
+	TLSKeyFile    string   `toml:"tls_key_file"`
+	TLSCAFile     string   `toml:"tls_ca_file"`
+	MetricsListen *string  `toml:"metrics_listen"`
+	RequirePass   string   `toml:"requirepass"`
+	DefaultTTL    duration `toml:"default_ttl"`
+	MaxClients    int      `toml:"max_clients"`
+	// AllowForceAcquire: scripts marked force (rueidislock's force
+	// acquisition) run; false refuses them. nil: the default, true.
+	AllowForceAcquire *bool                `toml:"allow_force_acquire"`
+	LogLevel          string               `toml:"log_level"`
+	LogFormat         string               `toml:"log_format"`
+	Quorum            quorumConfig         `toml:"quorum"`
+	Scripts           []proxy.ScriptConfig `toml:"scripts"`
 
 	// Client input limits: proxy.Config MaxBulkLen, MaxArgs, MaxQueryBuffer.
 	ProtoMaxBulkLen        int `toml:"proto_max_bulk_len"`

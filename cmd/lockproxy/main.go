@@ -233,6 +233,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		RequirePass: cfg.RequirePass,
 		DefaultTTL:  cfg.DefaultTTL.Duration,
 		MaxClients:  cfg.MaxClients,
+		DenyForce:   cfg.AllowForceAcquire != nil && !*cfg.AllowForceAcquire,
 		ConfigFile:  configFile,
 		Version:     version,
 		Commit:      commitID(),
