@@ -8,73 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
-
-// scriptTable is lockproxy's own script table (SCRIPT LOAD/EXISTS/FLUSH,
-// EVALSHA): sha1 → catalogued script, seeded with the catalog so that every
-// catalogued sha1 answers EVALSHA before any EVAL. It also holds the sha1s
-// of reformatted copies that clients loaded or EVALed.
-type scriptTable struct {
-	cat *Catalog
-	mu  sync.RWMutex // protects m
-	m   map[string]*Script
-}
-
-func newScriptTable(cat *Catalog) *scriptTable {
-	t := &scriptTable{cat: cat}
-	t.flush()
-	return t
-}
-
-func (t *scriptTable) get(sha string) *Script {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.m[sha]
-}
-
-// getSHA is get of a client's sha1 argument, in any case, without
-// allocating for the usual 40 hex digits.
-func (t *scriptTable) getSHA(sha []byte) *Script {
-	var buf [64]byte
-	if len(sha) > len(buf) {
-		return t.get(strings.ToLower(string(sha)))
-	}
-	n := copy(buf[:], sha)
-	for i := 0; i < n; i++ {
-		if c := buf[i]; 'A' <= c && c <= 'Z' {
-			buf[i] = c + 'a' - 'A'
-		}
-	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.m[string(buf[:n])]
-}
-
-func (t *scriptTable) add(sha string, sc *Script) {
-	t.mu.Lock()
-	t.m[sha] = sc
-	t.mu.Unlock()
-}
-
-// flush empties the table as SCRIPT FLUSH does on Redis, except that the
-// catalog is seeded again: its scripts stay loaded on every master.
-func (t *scriptTable) flush() {
-	m := map[string]*Script{}
-	for _, sc := range t.cat.Scripts() {
-		m[sc.SHA1] = sc
-	}
-	t.mu.Lock()
-	t.m = m
-	t.mu.Unlock()
-}
-
-func (t *scriptTable) len() int {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return len(t.m)
-}
 
 // cmdInfo: INFO [section…]. Describes lockproxy, never a master; answered
 // from memory, without a round trip.

@@ -28,7 +28,7 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 	}
 	var sc *Script
 	if isSHA {
-		if sc = s.scripts.getSHA(args[1]); sc == nil {
+		if sc = s.scripts.lookup(c, args[1]); sc == nil {
 			c.errorf("%s No matching script. Please use EVAL.", errPrefixNoScript)
 			s.cfg.Metrics.scriptMiss()
 			return
@@ -41,8 +41,7 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 			return
 		}
 		// The client's own sha1 (of its formatting) now answers EVALSHA.
-		sum := sha1.Sum(args[1])
-		s.scripts.add(hex.EncodeToString(sum[:]), sc)
+		s.scripts.loadBody(args[1], sc)
 	}
 	if sc.Force && s.cfg.DenyForce {
 		c.errorf("ERR script %q takes the lock whoever holds it (force acquisition), and force acquisition is switched off: allow_force_acquire = false in config.toml", sc.Name)
@@ -116,19 +115,17 @@ func cmdScript(s *Server, c *client, args [][]byte) {
 			return
 		}
 		sc := s.cfg.Catalog.Match(args[2])
-		sum := sha1.Sum(args[2])
-		sha := hex.EncodeToString(sum[:])
 		if sc == nil {
-			c.errorf("ERR unknown script (sha1 %s): lockproxy loads only catalogued lock scripts; register it under [[scripts]] in config.toml — see README \"Custom scripts\"", sha)
+			sum := sha1.Sum(args[2])
+			c.errorf("ERR unknown script (sha1 %s): lockproxy loads only catalogued lock scripts; register it under [[scripts]] in config.toml — see README \"Custom scripts\"", hex.EncodeToString(sum[:]))
 			return
 		}
-		s.scripts.add(sha, sc)
-		c.bulk([]byte(sha))
+		c.bulk([]byte(s.scripts.loadBody(args[2], sc)))
 	case "exists":
 		n := len(args) - 2
 		found := make([]bool, n)
 		for i := range found {
-			found[i] = s.scripts.get(strings.ToLower(string(args[2+i]))) != nil
+			found[i] = s.scripts.lookup(c, args[2+i]) != nil
 		}
 		c.local(func(b []byte) []byte {
 			b = appendArrayHeader(b, n)
@@ -142,7 +139,12 @@ func cmdScript(s *Server, c *client, args [][]byte) {
 			return b
 		})
 	case "flush":
-		s.scripts.flush()
+		if len(args) > 3 || (len(args) == 3 && !strings.EqualFold(string(args[2]), "sync") && !strings.EqualFold(string(args[2]), "async")) {
+			c.errorf("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+			return
+		}
+		// This connection's view only: see scriptTable.
+		s.scripts.flush(c)
 		c.status("OK")
 	default:
 		c.errorf("ERR unknown subcommand '%s'. lockproxy supports SCRIPT LOAD, EXISTS and FLUSH", clip(args[1]))

@@ -53,6 +53,11 @@ type Config struct {
 	// MaxClients this bounds the memory clients can make lockproxy hold.
 	// Default 8 MiB (Redis: client-query-buffer-limit, 1 GiB).
 	MaxQueryBuffer int
+	// LearnedScripts bounds the sha1s of reformatted catalogued scripts
+	// that clients EVALed or loaded, which then answer EVALSHA: the least
+	// recently used is dropped past it (its client gets NOSCRIPT and falls
+	// back to EVAL). The catalog's own sha1s always stay. Default 10000.
+	LearnedScripts int
 	// DenyForce refuses catalogued scripts marked Force, which take a lock
 	// whoever holds it (rueidislock's force acquisition): config
 	// allow_force_acquire = false. Default false: allowed, as on one Redis.
@@ -117,6 +122,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxArgs <= 0 {
 		cfg.MaxArgs = 1 << 16
 	}
+	if cfg.LearnedScripts <= 0 {
+		cfg.LearnedScripts = defaultLearnedScripts
+	}
 	if cfg.MaxQueryBuffer <= 0 {
 		cfg.MaxQueryBuffer = 8 << 20
 	}
@@ -140,7 +148,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Metrics = NewMetrics(nil, nil)
 	}
 	return &Server{
-		cfg: cfg, scripts: newScriptTable(cfg.Catalog), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
+		cfg: cfg, scripts: newScriptTable(cfg.Catalog, cfg.LearnedScripts), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
 		drift: drift, minTTL: minTTLFor(drift),
 		conns: map[*clientConn]struct{}{}, idle: make(chan struct{}), release: make(chan struct{}),
 	}, nil
@@ -259,19 +267,22 @@ func (s *Server) leave() (closing bool) {
 
 // client is the state of one connection.
 type client struct {
-	id       int64
-	addr     string
-	resp3    bool
-	authed   bool
-	name     string
-	lib      string
-	libVer   string
-	since    time.Time
-	w        *quorum.Waiter
-	slots    []slot
-	localBuf []byte // replies answered by lockproxy itself, by slot
-	out      []byte // the pipeline's replies, in order
-	quit     bool
+	id     int64
+	addr   string
+	resp3  bool
+	authed bool
+	name   string
+	lib    string
+	libVer string
+	// scriptsFlushed stamps this connection's last SCRIPT FLUSH (0: none):
+	// it sees only the scripts loaded after it (scriptTable).
+	scriptsFlushed uint64
+	since          time.Time
+	w              *quorum.Waiter
+	slots          []slot
+	localBuf       []byte // replies answered by lockproxy itself, by slot
+	out            []byte // the pipeline's replies, in order
+	quit           bool
 }
 
 func (s *Server) accept(conn redcon.Conn) bool {
