@@ -31,6 +31,8 @@ func (l *listener) Accept() (net.Conn, error) {
 	}
 	cc := &clientConn{Conn: c, s: l.s}
 	cc.g.init(l.s.cfg)
+	cc.g.budget, cc.g.mirror = l.s.budget, true
+	cc.g.interrupt = func() { cc.Conn.SetReadDeadline(time.Unix(1, 0)) } // the guard's read sees evicting
 	l.s.mu.Lock()
 	l.s.conns[cc] = struct{}{}
 	if l.s.closing {
@@ -78,6 +80,7 @@ func (c *clientConn) Close() error {
 	c.s.mu.Lock()
 	delete(c.s.conns, c)
 	c.s.mu.Unlock()
+	c.s.budget.release(&c.g)
 	return c.Conn.Close()
 }
 
@@ -90,10 +93,12 @@ func (c *clientConn) Read(p []byte) (int, error) {
 	n, err := c.g.read(c.Conn, p)
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
-		c.s.protoErr.Add(1)
-		c.s.cfg.Logger.Debug("client protocol error; closing its connection", "client", c.RemoteAddr().String(), "err", pe.Msg)
+		if !pe.budget {
+			c.s.protoErr.Add(1)
+		}
+		c.s.cfg.Logger.Debug("client stream ended by lockproxy; closing its connection", "client", c.RemoteAddr().String(), "err", pe.Msg)
 		c.Conn.SetWriteDeadline(time.Now().Add(min(c.s.cfg.WriteTimeout, time.Second)))
-		c.Conn.Write([]byte("-ERR Protocol error: " + pe.Msg + "\r\n"))
+		c.Conn.Write([]byte("-" + pe.Reply() + "\r\n"))
 	}
 	return n, err
 }

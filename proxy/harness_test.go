@@ -259,3 +259,34 @@ func testCertificate(t testing.TB) (tls.Certificate, *x509.CertPool) {
 	}
 	return certPair, certPool
 }
+
+// expect writes in on a fresh connection and reads at least n bytes, or
+// until the server closes it or wait passes. closed says whether the
+// server closed it: after n bytes, a connection still open 50ms later is
+// taken as open.
+func (c *cluster) expect(in string, n int, wait time.Duration) (out string, closed bool) {
+	c.t.Helper()
+	conn := c.dial()
+	defer conn.Close()
+	if _, err := conn.Write([]byte(in)); err != nil {
+		c.t.Fatal(err)
+	}
+	var b []byte
+	buf := make([]byte, 64<<10)
+	deadline := time.Now().Add(wait)
+	for {
+		if soon := time.Now().Add(50 * time.Millisecond); len(b) >= n && soon.Before(deadline) {
+			deadline = soon
+		}
+		conn.SetReadDeadline(deadline)
+		k, err := conn.Read(buf)
+		b = append(b, buf[:k]...)
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			return string(b), false
+		case err != nil:
+			return string(b), true
+		}
+	}
+}

@@ -70,6 +70,8 @@ func (s *Server) infoClients(b *strings.Builder) {
 	field(b, "maxclients", s.cfg.MaxClients)
 	field(b, "blocked_clients", 0)
 	field(b, "requirepass", map[bool]string{false: "no", true: "yes"}[s.cfg.RequirePass != ""])
+	field(b, "client_input_bytes", s.budget.used.Load())
+	field(b, "client_query_buffer_total", s.budget.limit)
 }
 
 // infoPersistence answers what client ready checks look for.
@@ -93,6 +95,7 @@ func (s *Server) infoStats(b *strings.Builder) {
 	field(b, "total_connections_received", s.accepted.Load())
 	field(b, "rejected_connections", s.rejected.Load())
 	field(b, "protocol_errors", s.ProtocolErrors())
+	field(b, "evicted_clients", s.budget.evicted.Load())
 	field(b, "auth_failures", m.authFailures.Get())
 	var total uint64
 	m.counts(func(name string, v uint64) {

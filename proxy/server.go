@@ -53,6 +53,13 @@ type Config struct {
 	// MaxClients this bounds the memory clients can make lockproxy hold.
 	// Default 8 MiB (Redis: client-query-buffer-limit, 1 GiB).
 	MaxQueryBuffer int
+	// MaxInputTotal bounds the memory all connections together hold in
+	// input buffers: unfinished commands, commands read ahead, and for
+	// TLS clients redcon's copy; past it the connection holding the most
+	// is closed with an error naming client_query_buffer_total. Default
+	// 128 MiB; at least 4 × MaxQueryBuffer, so that the longest command
+	// fits beside others.
+	MaxInputTotal int64
 	// LearnedScripts bounds the sha1s of reformatted catalogued scripts
 	// that clients EVALed or loaded, which then answer EVALSHA: the least
 	// recently used is dropped past it (its client gets NOSCRIPT and falls
@@ -98,9 +105,15 @@ type Server struct {
 	accepted atomic.Int64
 	rejected atomic.Int64
 	protoErr atomic.Int64 // connections closed for a protocol error
+	budget   *inputBudget // client_query_buffer_total
 
 	frontState // plain TCP clients on the event loop (loopfront.go)
 }
+
+// defaultMaxInputTotal is Config.MaxInputTotal's default: 128 MiB, far
+// above what lock clients hold (a few KiB each; 10000 idle connections
+// hold 40 MiB of 4 KiB buffers), and a bound the process survives.
+const defaultMaxInputTotal = 128 << 20
 
 // shutdownWriteGrace bounds writing the last replies at shutdown.
 const shutdownWriteGrace = time.Second
@@ -128,6 +141,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxQueryBuffer <= 0 {
 		cfg.MaxQueryBuffer = 8 << 20
 	}
+	if cfg.MaxInputTotal <= 0 {
+		cfg.MaxInputTotal = defaultMaxInputTotal
+	}
+	if cfg.MaxInputTotal < 4*int64(cfg.MaxQueryBuffer) {
+		return nil, fmt.Errorf("client_query_buffer_total (%d) must be at least 4 × client_query_buffer_limit (%d): the longest command, with what is read ahead and the TLS reader's copy, must fit beside others", cfg.MaxInputTotal, cfg.MaxQueryBuffer)
+	}
 	if cfg.MaxQueryBuffer < cfg.MaxBulkLen+64 {
 		return nil, fmt.Errorf("client_query_buffer_limit (%d) must exceed proto_max_bulk_len (%d): one argument must fit in a command", cfg.MaxQueryBuffer, cfg.MaxBulkLen)
 	}
@@ -151,6 +170,7 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, scripts: newScriptTable(cfg.Catalog, cfg.LearnedScripts), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
 		drift: drift, minTTL: minTTLFor(drift),
 		conns: map[*clientConn]struct{}{}, idle: make(chan struct{}), release: make(chan struct{}),
+		budget: newInputBudget(cfg.MaxInputTotal),
 	}, nil
 }
 
@@ -290,7 +310,11 @@ func (s *Server) accept(conn redcon.Conn) bool {
 		conn.WriteError(msg)
 		return false
 	}
-	conn.SetContext(s.newClient(conn.RemoteAddr(), quorum.NewWaiter()))
+	c := s.newClient(conn.RemoteAddr(), quorum.NewWaiter())
+	if cc, ok := conn.NetConn().(*clientConn); ok {
+		cc.g.authed = &c.authed // read by the connection's goroutine, started after this
+	}
+	conn.SetContext(c)
 	return true
 }
 

@@ -37,6 +37,8 @@ type fileConfig struct {
 	ProtoMaxBulkLen        int `toml:"proto_max_bulk_len"`
 	ProtoMaxArgs           int `toml:"proto_max_args"`
 	ClientQueryBufferLimit int `toml:"client_query_buffer_limit"`
+	// ClientQueryBufferTotal: proxy.Config MaxInputTotal, all connections.
+	ClientQueryBufferTotal int64 `toml:"client_query_buffer_total"`
 
 	src *source // where each value came from, for error messages
 }
@@ -95,6 +97,7 @@ func defaults() fileConfig {
 		ProtoMaxBulkLen:        1 << 20,
 		ProtoMaxArgs:           1 << 16,
 		ClientQueryBufferLimit: 8 << 20,
+		ClientQueryBufferTotal: 128 << 20,
 		Quorum: quorumConfig{
 			Masters:       []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"},
 			NodeTimeout:   duration{50 * time.Millisecond},
@@ -187,6 +190,8 @@ func (c *fileConfig) check() error {
 		return fmt.Errorf("%s: proto_max_args %d must be at least 3 (SET key value …)", at("proto_max_args"), c.ProtoMaxArgs)
 	case c.ClientQueryBufferLimit < c.ProtoMaxBulkLen+64:
 		return fmt.Errorf("%s: client_query_buffer_limit %d must exceed proto_max_bulk_len (%d) by at least 64: a command holds its largest argument", at("client_query_buffer_limit"), c.ClientQueryBufferLimit, c.ProtoMaxBulkLen)
+	case c.ClientQueryBufferTotal < 4*int64(c.ClientQueryBufferLimit):
+		return fmt.Errorf("%s: client_query_buffer_total %d must be at least 4 × client_query_buffer_limit (%d): the longest command, with what is read ahead and the TLS reader's copy, must fit beside others", at("client_query_buffer_total"), c.ClientQueryBufferTotal, c.ClientQueryBufferLimit)
 	}
 	switch {
 	case c.Listen == "" && c.TLSListen == "":

@@ -68,6 +68,8 @@ func TestConfigErrors(t *testing.T) {
 			want: []string{"default_ttl (2m0s) exceeds quorum.max_ttl (1m0s)"}},
 		{name: "default_ttl without validity", toml: "default_ttl = \"2ms\"\n" + masters, line: 1,
 			want: []string{"default_ttl (2ms) leaves no validity after the clock drift allowance"}},
+		{name: "input total below four commands", toml: "client_query_buffer_total = 1000000\n" + masters, line: 1,
+			want: []string{"client_query_buffer_total 1000000 must be at least 4 × client_query_buffer_limit (8388608)"}},
 		{name: "drift factor", toml: masters + "clock_drift_factor = 0.7\n", line: 3,
 			want: []string{"quorum.clock_drift_factor 0.7 is outside [0, 0.5)"}},
 		{name: "listen not host:port", toml: "listen = \"7379\"\n" + masters, line: 1,

@@ -243,6 +243,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		MaxBulkLen:     cfg.ProtoMaxBulkLen,
 		MaxArgs:        cfg.ProtoMaxArgs,
 		MaxQueryBuffer: cfg.ClientQueryBufferLimit,
+		MaxInputTotal:  cfg.ClientQueryBufferTotal,
 	})
 	if err != nil {
 		return fail("config: %v", err)
