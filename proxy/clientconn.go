@@ -29,7 +29,8 @@ func (l *listener) Accept() (net.Conn, error) {
 		}
 		return nil, err
 	}
-	cc := &clientConn{Conn: c, s: l.s}
+	cc := &clientConn{Conn: c, s: l.s, last: time.Now()}
+	cc.rd = readerFunc(cc.readConn)
 	cc.g.init(l.s.cfg)
 	cc.g.budget, cc.g.mirror = l.s.budget, true
 	cc.g.interrupt = func() { cc.Conn.SetReadDeadline(time.Unix(1, 0)) } // the guard's read sees evicting
@@ -52,13 +53,26 @@ type clientConn struct {
 	s   *Server
 	set time.Time // when the write deadline was last moved; handler goroutine only
 	g   respGuard
+
+	// The idle and handshake timeouts (idle.go); handler goroutine only.
+	c        *client    // set by Server.accept
+	rd       readerFunc // readConn
+	last     time.Time  // last byte read or reply written
+	deadline time.Time  // the read deadline set
 }
+
+// readerFunc makes a function an io.Reader.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 // Write moves the deadline at most every timeout/4 (it costs a timer
 // update): a write always has at least 3/4 of the timeout. Once the
 // server shuts down, no write may end later than writeBy.
 func (c *clientConn) Write(b []byte) (int, error) {
-	if now := time.Now(); c.s.writeBy.Load() == 0 && now.Sub(c.set) > c.s.cfg.WriteTimeout/4 {
+	now := time.Now()
+	c.last = now
+	if c.s.writeBy.Load() == 0 && now.Sub(c.set) > c.s.cfg.WriteTimeout/4 {
 		c.Conn.SetWriteDeadline(now.Add(c.s.cfg.WriteTimeout))
 		c.set = now
 	}
@@ -90,7 +104,7 @@ func (c *clientConn) Close() error {
 // flushing), then the connection ends: the stream cannot be trusted past
 // it.
 func (c *clientConn) Read(p []byte) (int, error) {
-	n, err := c.g.read(c.Conn, p)
+	n, err := c.g.read(c.rd, p)
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
 		if !pe.budget {

@@ -96,6 +96,8 @@ func (s *Server) infoStats(b *strings.Builder) {
 	field(b, "rejected_connections", s.rejected.Load())
 	field(b, "protocol_errors", s.ProtocolErrors())
 	field(b, "evicted_clients", s.budget.evicted.Load())
+	field(b, "idle_timeout_closes", s.idleClosed.Load())
+	field(b, "handshake_timeout_closes", s.handshakeClosed.Load())
 	field(b, "auth_failures", m.authFailures.Get())
 	var total uint64
 	m.counts(func(name string, v uint64) {
@@ -177,7 +179,8 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 		"save":               "",
 		"appendonly":         "no",
 		"maxclients":         strconv.Itoa(s.cfg.MaxClients),
-		"timeout":            "0",
+		"timeout":            strconv.Itoa(int(s.cfg.IdleTimeout / time.Second)),
+		"handshake-timeout":  s.cfg.HandshakeTimeout.String(),
 		"databases":          "1",
 		"node-timeout":       cfg.NodeTimeout.String(),
 		"max-ttl":            cfg.MaxTTL.String(),

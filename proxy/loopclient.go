@@ -35,6 +35,8 @@ type loopClient struct {
 	blockedSince int64  // evloop.Now() when the socket buffer filled; 0: not
 	events       uint32 // what fd is registered for
 
+	since, last int64 // evloop.Now() at the accept, and at the last byte read or written (idle.go)
+
 	busy       bool  // the pipeline waits for quorum decisions
 	entered    bool  // the running pipeline counts in Server.active
 	eof        bool  // the client sent its last byte
@@ -44,7 +46,8 @@ type loopClient struct {
 }
 
 func newLoopClient(f *front, fd int, addr string) *loopClient {
-	lc := &loopClient{f: f, fd: fd}
+	now := evloop.Now()
+	lc := &loopClient{f: f, fd: fd, since: now, last: now}
 	lc.c = f.s.newClient(addr, quorum.NewWaiterFunc(func() { f.loop.Kick(lc) }))
 	lc.g.init(f.s.cfg)
 	lc.g.authed = &lc.c.authed
@@ -72,6 +75,8 @@ func (lc *loopClient) OnEvent(ev uint32) {
 			return
 		case n == 0:
 			lc.eof = true // answer what it sent, then close
+		default:
+			lc.last = evloop.Now()
 		}
 	}
 	lc.advance()
@@ -242,6 +247,9 @@ func (lc *loopClient) flush() {
 		return
 	}
 	lc.outOff += n
+	if n > 0 {
+		lc.last = evloop.Now()
+	}
 	if lc.outOff < len(lc.out) {
 		if lc.blockedSince == 0 {
 			lc.blockedSince = evloop.Now()

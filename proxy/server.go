@@ -69,6 +69,17 @@ type Config struct {
 	// whoever holds it (rueidislock's force acquisition): config
 	// allow_force_acquire = false. Default false: allowed, as on one Redis.
 	DenyForce bool
+	// IdleTimeout closes a connection that has neither sent a byte nor
+	// been sent a reply for this long, unless its pipeline waits for the
+	// masters or its replies wait for it to read; 0: never (Redis's
+	// timeout 0). config.toml's default is 10 minutes.
+	IdleTimeout time.Duration
+	// HandshakeTimeout closes a connection that has not, this long after
+	// it was accepted, authenticated (when RequirePass is set) and sent a
+	// complete command, however busy it is: silent or unauthenticated
+	// connections cannot hold MaxClients for long. 0: never.
+	// config.toml's default is 10s.
+	HandshakeTimeout time.Duration
 	// ConfigFile, Version and Commit are shown by INFO.
 	ConfigFile string
 	Version    string
@@ -105,7 +116,9 @@ type Server struct {
 	accepted atomic.Int64
 	rejected atomic.Int64
 	protoErr atomic.Int64 // connections closed for a protocol error
-	budget   *inputBudget // client_query_buffer_total
+
+	idleClosed, handshakeClosed atomic.Int64 // connections closed by IdleTimeout, HandshakeTimeout
+	budget                      *inputBudget // client_query_buffer_total
 
 	frontState // plain TCP clients on the event loop (loopfront.go)
 }
@@ -149,6 +162,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxQueryBuffer < cfg.MaxBulkLen+64 {
 		return nil, fmt.Errorf("client_query_buffer_limit (%d) must exceed proto_max_bulk_len (%d): one argument must fit in a command", cfg.MaxQueryBuffer, cfg.MaxBulkLen)
+	}
+	if cfg.IdleTimeout < 0 || cfg.HandshakeTimeout < 0 {
+		return nil, fmt.Errorf("idle_timeout (%v) and handshake_timeout (%v) must not be negative (0 turns them off)", cfg.IdleTimeout, cfg.HandshakeTimeout)
 	}
 	if cfg.DefaultTTL < 0 {
 		return nil, fmt.Errorf("default_ttl: %v is negative", cfg.DefaultTTL)
@@ -294,15 +310,17 @@ type client struct {
 	name   string
 	lib    string
 	libVer string
+	since  time.Time
+	w      *quorum.Waiter
+	slots  []slot
+	// localBuf holds replies answered by lockproxy itself, by slot; out,
+	// the pipeline's replies, in order.
+	localBuf, out []byte
+	quit          bool
+	greeted       bool // sent a complete command (HandshakeTimeout)
 	// scriptsFlushed stamps this connection's last SCRIPT FLUSH (0: none):
 	// it sees only the scripts loaded after it (scriptTable).
 	scriptsFlushed uint64
-	since          time.Time
-	w              *quorum.Waiter
-	slots          []slot
-	localBuf       []byte // replies answered by lockproxy itself, by slot
-	out            []byte // the pipeline's replies, in order
-	quit           bool
 }
 
 func (s *Server) accept(conn redcon.Conn) bool {
@@ -312,7 +330,8 @@ func (s *Server) accept(conn redcon.Conn) bool {
 	}
 	c := s.newClient(conn.RemoteAddr(), quorum.NewWaiter())
 	if cc, ok := conn.NetConn().(*clientConn); ok {
-		cc.g.authed = &c.authed // read by the connection's goroutine, started after this
+		// Read by the connection's goroutine, started after this.
+		cc.g.authed, cc.c = &c.authed, c
 	}
 	conn.SetContext(c)
 	return true

@@ -27,11 +27,14 @@ type fileConfig struct {
 	MaxClients    int      `toml:"max_clients"`
 	// AllowForceAcquire: scripts marked force (rueidislock's force
 	// acquisition) run; false refuses them. nil: the default, true.
-	AllowForceAcquire *bool                `toml:"allow_force_acquire"`
-	LogLevel          string               `toml:"log_level"`
-	LogFormat         string               `toml:"log_format"`
-	Quorum            quorumConfig         `toml:"quorum"`
-	Scripts           []proxy.ScriptConfig `toml:"scripts"`
+	AllowForceAcquire *bool `toml:"allow_force_acquire"`
+	// IdleTimeout and HandshakeTimeout: proxy.Config's; "0" or "" off.
+	IdleTimeout      duration             `toml:"idle_timeout"`
+	HandshakeTimeout duration             `toml:"handshake_timeout"`
+	LogLevel         string               `toml:"log_level"`
+	LogFormat        string               `toml:"log_format"`
+	Quorum           quorumConfig         `toml:"quorum"`
+	Scripts          []proxy.ScriptConfig `toml:"scripts"`
 
 	// Client input limits: proxy.Config MaxBulkLen, MaxArgs, MaxQueryBuffer.
 	ProtoMaxBulkLen        int `toml:"proto_max_bulk_len"`
@@ -91,8 +94,11 @@ func defaults() fileConfig {
 		Listen:        "127.0.0.1:7379",
 		MetricsListen: &metrics,
 		MaxClients:    10000,
-		LogLevel:      "info",
-		LogFormat:     "text",
+
+		IdleTimeout:      duration{10 * time.Minute},
+		HandshakeTimeout: duration{10 * time.Second},
+		LogLevel:         "info",
+		LogFormat:        "text",
 
 		ProtoMaxBulkLen:        1 << 20,
 		ProtoMaxArgs:           1 << 16,

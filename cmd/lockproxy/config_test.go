@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/lockproxy/lockproxy/internal/redisproc"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestConfigErrors: every configuration mistake stops the start with exit
@@ -201,5 +205,47 @@ other_ttl_args = [{ arg = 2, unit = "ms" }]
 	path = writeConfig(t, "[quorum]\nmasters = [\"127.0.0.1:7001\"]\n[[scripts]]\nname = \"x\"\nother_ttl_args = 2\n")
 	if _, err := loadConfig(path, nil); err == nil || !strings.Contains(err.Error(), ":5: scripts.other_ttl_args: expected an array of inline tables") {
 		t.Fatalf("other_ttl_args = 2: %v", err)
+	}
+}
+
+// TestHardeningKeys: idle_timeout, handshake_timeout,
+// client_query_buffer_total and allow_force_acquire reach the server.
+func TestHardeningKeys(t *testing.T) {
+	m := redisproc.ForTest(t, 1)
+	path := writeConfig(t, `listen = "127.0.0.1:0"
+metrics_listen = ""
+idle_timeout = "300ms"
+handshake_timeout = ""
+client_query_buffer_total = 40000000
+allow_force_acquire = false
+[quorum]
+masters = ["`+m[0].Addr+`"]
+bootstrap = true
+probe_interval = "0s"
+`)
+	p := startRun(t, "-config", path)
+	listen, _, _ := p.addrs()
+	ctx := context.Background()
+	cl := redis.NewClient(&redis.Options{Addr: listen, Protocol: 2, MaxRetries: 3})
+	defer cl.Close()
+	info, err := cl.Info(ctx, "clients").Result()
+	if err != nil || !strings.Contains(info, "client_query_buffer_total:40000000") {
+		t.Fatalf("INFO clients: %v %q", err, info)
+	}
+	err = cl.Eval(ctx, `local r = redis.call("SET",KEYS[1],ARGV[1],"PX",ARGV[2]);redis.call("GET",KEYS[1]);return r`, []string{"k"}, "t", "1000").Err()
+	if err == nil || !strings.Contains(err.Error(), "allow_force_acquire = false") {
+		t.Fatalf("force acquisition with allow_force_acquire = false: %v", err)
+	}
+	// handshake_timeout is off: a silent connection is closed by
+	// idle_timeout, after about 300ms.
+	silent, err := net.Dial("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	if _, err := silent.Read(make([]byte, 1)); err == nil || time.Since(start) < 200*time.Millisecond || time.Since(start) > 4*time.Second {
+		t.Fatalf("idle connection: %v after %v, want closed after about 300ms", err, time.Since(start))
 	}
 }

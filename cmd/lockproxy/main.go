@@ -244,6 +244,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		MaxArgs:        cfg.ProtoMaxArgs,
 		MaxQueryBuffer: cfg.ClientQueryBufferLimit,
 		MaxInputTotal:  cfg.ClientQueryBufferTotal,
+
+		IdleTimeout:      cfg.IdleTimeout.Duration,
+		HandshakeTimeout: cfg.HandshakeTimeout.Duration,
 	})
 	if err != nil {
 		return fail("config: %v", err)
