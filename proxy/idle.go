@@ -93,7 +93,7 @@ func (s *Server) timedOut(c *client, addr string) {
 
 // sweepEvery is how often the loop looks for timed-out connections: a
 // quarter of the shortest timeout, between 10ms and 1s. A connection is
-// closed at most that late.
+// closed at most that late (its last activity is known to a sweep).
 func (s *Server) sweepEvery() int64 {
 	d := time.Second
 	for _, t := range []time.Duration{s.cfg.IdleTimeout, s.cfg.HandshakeTimeout} {
@@ -126,15 +126,19 @@ func (f *front) sweep(now int64) int64 {
 	}
 	idle, hs := int64(f.s.cfg.IdleTimeout), int64(f.s.cfg.HandshakeTimeout)
 	for lc := range f.conns {
-		if lc.busy || lc.outOff < len(lc.out) {
-			continue // waits for the masters, or for the client to read
+		if lc.active || lc.busy || lc.outOff < len(lc.out) {
+			// Active since the last sweep, waiting for the masters, or
+			// waiting for the client to read: not idle.
+			lc.active, lc.last = false, now
 		}
 		switch {
-		case hs > 0 && !lc.c.handshaken() && now-lc.since >= hs,
-			idle > 0 && now-lc.last >= idle:
-			f.s.timedOut(lc.c, lc.c.addr)
-			lc.close()
+		case hs > 0 && !lc.c.handshaken() && now-lc.since >= hs: // however busy
+		case idle > 0 && now-lc.last >= idle:
+		default:
+			continue
 		}
+		f.s.timedOut(lc.c, lc.c.addr)
+		lc.close()
 	}
 	if len(f.conns) == 0 {
 		f.sweepAt = 0

@@ -35,7 +35,11 @@ type loopClient struct {
 	blockedSince int64  // evloop.Now() when the socket buffer filled; 0: not
 	events       uint32 // what fd is registered for
 
-	since, last int64 // evloop.Now() at the accept, and at the last byte read or written (idle.go)
+	// For the timeouts (idle.go): evloop.Now() at the accept, and when a
+	// sweep last saw the connection active (a byte read or written since
+	// the sweep before: no clock read per request).
+	since, last int64
+	active      bool
 
 	busy       bool  // the pipeline waits for quorum decisions
 	entered    bool  // the running pipeline counts in Server.active
@@ -76,7 +80,7 @@ func (lc *loopClient) OnEvent(ev uint32) {
 		case n == 0:
 			lc.eof = true // answer what it sent, then close
 		default:
-			lc.last = evloop.Now()
+			lc.active = true
 		}
 	}
 	lc.advance()
@@ -248,7 +252,7 @@ func (lc *loopClient) flush() {
 	}
 	lc.outOff += n
 	if n > 0 {
-		lc.last = evloop.Now()
+		lc.active = true
 	}
 	if lc.outOff < len(lc.out) {
 		if lc.blockedSince == 0 {

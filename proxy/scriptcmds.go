@@ -50,30 +50,15 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 	s.cfg.Metrics.scriptHit()
 	keys := args[3 : 3+numKeys]
 	argv := args[3+numKeys:]
-	r := quorum.NewRequest()
-	r.Kind, r.Agg, r.Rule, r.Combine = sc.Kind, quorum.AggVote, sc.Yes, sc.Combine
-	r.NKeys, r.NoReply, r.NoIsNoop, r.T0 = numKeys, sc.NoReply, sc.NoIsNoop, t0
-	if sc.TTLArg > 0 && sc.Kind != quorum.Read {
-		if sc.TTLArg > len(argv) {
-			c.errorf("ERR script %q expects its TTL in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TTLArg, len(argv))
-			return
-		}
-		v, err := strconv.ParseInt(string(argv[sc.TTLArg-1]), 10, 64)
-		if err != nil {
-			c.errorf("ERR script %q: ARGV[%d] should be its TTL, an integer", sc.Name, sc.TTLArg)
-			return
-		}
-		ttl, msg := s.accountedTTL(v, sc.TTLUnit)
-		if msg != "" {
-			c.errorf("ERR script %q: ARGV[%d]: %s", sc.Name, sc.TTLArg, strings.TrimPrefix(msg, "ERR "))
-			return
-		}
-		r.TTL = ttl
-	}
-	if msg := s.checkOtherTTLs(sc, argv); msg != "" {
+	ttl, msg := s.scriptTTLs(sc, argv)
+	if msg != "" {
 		c.errorf("%s", msg)
 		return
 	}
+	r := quorum.NewRequest()
+	r.Kind, r.Agg, r.Rule, r.Combine = sc.Kind, quorum.AggVote, sc.Yes, sc.Combine
+	r.NKeys, r.NoReply, r.NoIsNoop, r.T0 = numKeys, sc.NoReply, sc.NoIsNoop, t0
+	r.TTL = ttl
 	// The catalogued body is what every master has loaded: forward by its
 	// sha1. Keys and the token alias the encoded command.
 	size := 64 + len(sc.SHA1)

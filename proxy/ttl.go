@@ -81,6 +81,25 @@ func minTTLFor(factor float64) time.Duration {
 	return m
 }
 
+// scriptTTLs checks every TTL an EVAL of sc carries in argv: the lock's
+// (TTLArg, accounted: returned for validity; 0 when none) and the others
+// (OtherTTLs). msg is the client's error, or "".
+func (s *Server) scriptTTLs(sc *Script, argv [][]byte) (ttl time.Duration, msg string) {
+	if sc.TTLArg > 0 && sc.Kind != quorum.Read {
+		if sc.TTLArg > len(argv) {
+			return 0, fmt.Sprintf("ERR script %q expects its TTL in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TTLArg, len(argv))
+		}
+		v, err := strconv.ParseInt(string(argv[sc.TTLArg-1]), 10, 64)
+		if err != nil {
+			return 0, fmt.Sprintf("ERR script %q: ARGV[%d] should be its TTL, an integer", sc.Name, sc.TTLArg)
+		}
+		if ttl, msg = s.accountedTTL(v, sc.TTLUnit); msg != "" {
+			return 0, fmt.Sprintf("ERR script %q: ARGV[%d]: %s", sc.Name, sc.TTLArg, strings.TrimPrefix(msg, "ERR "))
+		}
+	}
+	return ttl, s.checkOtherTTLs(sc, argv)
+}
+
 // checkOtherTTLs checks the TTLs a script carries besides its lock's
 // (Script.OtherTTLs): each must be a positive integer within max_ttl, as
 // SET's is. It returns the client's error, or "".

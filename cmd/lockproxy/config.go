@@ -186,18 +186,8 @@ func (c *fileConfig) check() error {
 	default:
 		return fmt.Errorf("%s: log_format %q is not text or json", at("log_format"), c.LogFormat)
 	}
-	if c.MaxClients < 1 {
-		return fmt.Errorf("%s: max_clients %d must be at least 1", at("max_clients"), c.MaxClients)
-	}
-	switch {
-	case c.ProtoMaxBulkLen < 1:
-		return fmt.Errorf("%s: proto_max_bulk_len %d must be at least 1 (bytes)", at("proto_max_bulk_len"), c.ProtoMaxBulkLen)
-	case c.ProtoMaxArgs < 3:
-		return fmt.Errorf("%s: proto_max_args %d must be at least 3 (SET key value …)", at("proto_max_args"), c.ProtoMaxArgs)
-	case c.ClientQueryBufferLimit < c.ProtoMaxBulkLen+64:
-		return fmt.Errorf("%s: client_query_buffer_limit %d must exceed proto_max_bulk_len (%d) by at least 64: a command holds its largest argument", at("client_query_buffer_limit"), c.ClientQueryBufferLimit, c.ProtoMaxBulkLen)
-	case c.ClientQueryBufferTotal < 4*int64(c.ClientQueryBufferLimit):
-		return fmt.Errorf("%s: client_query_buffer_total %d must be at least 4 × client_query_buffer_limit (%d): the longest command, with what is read ahead and the TLS reader's copy, must fit beside others", at("client_query_buffer_total"), c.ClientQueryBufferTotal, c.ClientQueryBufferLimit)
+	if err := c.checkLimits(); err != nil {
+		return err
 	}
 	switch {
 	case c.Listen == "" && c.TLSListen == "":
@@ -269,6 +259,25 @@ func (c *fileConfig) check() error {
 	}
 	if q.MasterUsername != "" && q.MasterPassword == "" {
 		return fmt.Errorf("%s: quorum.master_username is set without a password: set quorum.master_password or %s", at("quorum.master_username"), envMasterPassword)
+	}
+	return nil
+}
+
+// checkLimits checks the limits on clients and their input.
+func (c *fileConfig) checkLimits() error {
+	at := c.src.at
+	if c.MaxClients < 1 {
+		return fmt.Errorf("%s: max_clients %d must be at least 1", at("max_clients"), c.MaxClients)
+	}
+	switch {
+	case c.ProtoMaxBulkLen < 1:
+		return fmt.Errorf("%s: proto_max_bulk_len %d must be at least 1 (bytes)", at("proto_max_bulk_len"), c.ProtoMaxBulkLen)
+	case c.ProtoMaxArgs < 3:
+		return fmt.Errorf("%s: proto_max_args %d must be at least 3 (SET key value …)", at("proto_max_args"), c.ProtoMaxArgs)
+	case c.ClientQueryBufferLimit < c.ProtoMaxBulkLen+64:
+		return fmt.Errorf("%s: client_query_buffer_limit %d must exceed proto_max_bulk_len (%d) by at least 64: a command holds its largest argument", at("client_query_buffer_limit"), c.ClientQueryBufferLimit, c.ProtoMaxBulkLen)
+	case c.ClientQueryBufferTotal < 4*int64(c.ClientQueryBufferLimit):
+		return fmt.Errorf("%s: client_query_buffer_total %d must be at least 4 × client_query_buffer_limit (%d): the longest command, with what is read ahead and the TLS reader's copy, must fit beside others", at("client_query_buffer_total"), c.ClientQueryBufferTotal, c.ClientQueryBufferLimit)
 	}
 	return nil
 }
