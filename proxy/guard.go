@@ -309,7 +309,10 @@ func (g *respGuard) validate() {
 }
 
 func (g *respGuard) complete(end int) {
-	if m := 2 * int64(end-g.ok); g.mirror && m > guardChunk && m > g.mirrored {
+	// redcon's buffer starts at 4 KiB and doubles while a command does not
+	// fit: a longer command leaves it up to twice as long, kept.
+	if size := int64(end - g.ok); g.mirror && size > guardChunk && 2*size > g.mirrored {
+		m := 2 * size
 		if !g.budget.charge(g, m-g.mirrored) {
 			g.failWith(g.budget.budgetError(g.held.Load()))
 			return

@@ -133,3 +133,37 @@ func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
 }
+
+// A TLS client's commands are also copied into redcon's reader, whose
+// buffer doubles to hold a long one and is kept while the connection
+// lives: the budget counts it (twice the longest command) until the
+// connection closes. TLS only: plain TCP clients have no such copy.
+func TestInputBudgetCountsTheTLSReadersCopy(t *testing.T) {
+	c := startClusterTLS(t, 3)
+	admin := c.client()
+	held := func() int64 { return infoInt(t, admin, "clients", "client_input_bytes") }
+	base := held()
+	conn := c.dial()
+	arg := strings.Repeat("x", 1<<20)
+	if _, err := conn.Write([]byte(encode("ECHO", arg))); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(conn)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := rd.ReadString('\n'); err != nil || line != "$1048576\r\n" {
+		t.Fatalf("ECHO of 1 MiB: %q %v", line, err)
+	}
+	// A PING after it: lockproxy's own buffer is back to 4 KiB by its reply.
+	conn.Write([]byte(encode("PING")))
+	if _, err := rd.Discard(1<<20 + 2); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := rd.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+		t.Fatalf("PING: %q %v", line, err)
+	}
+	if n := held(); n < base+2<<20 {
+		t.Fatalf("client_input_bytes = %d after a 1 MiB command on TLS, want at least %d (redcon's copy counted)", n, base+2<<20)
+	}
+	conn.Close()
+	waitFor(t, func() bool { return held() == base }, "the closed connection's input released")
+}
