@@ -5,8 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/lockproxy/lockproxy/batching"
@@ -30,34 +30,21 @@ type Script struct {
 	// the masters run instead, with max_ttl in ms appended to ARGV: the
 	// same replies, with every TTL it sets capped at max_ttl.
 	RunAs string
+	// OtherTTLs are the ARGV, besides TTLArg, that carry a TTL the script
+	// sets on a master (python-redis-lock's signal list): each is refused
+	// over max_ttl, as SET's is, so that no key outlives the restart
+	// quarantine. They are not accounted for validity.
+	OtherTTLs []ArgTTL
+	// Force marks an acquire script that takes the lock whoever holds it
+	// (SET without NX: rueidislock's ForceWithContext). Refused when the
+	// operator switches force acquisition off (Config.DenyForce).
+	Force bool
 }
 
-// ScriptConfig is one [[scripts]] table of config.toml: a script the
-// operator adds to the built-in catalog.
-type ScriptConfig struct {
-	Name string `toml:"name"` // required, unique: shown in INFO and error replies
-	Body string `toml:"body"` // the Lua text; recognized by sha1 and by normal form
-	SHA1 string `toml:"sha1"` // instead of (or checked against) body; alone, recognized by exact sha1 only
-	Kind string `toml:"kind"` // acquire | release | extend | read
-	// Vote is which master reply is a yes: ok (status OK), one (integer 1),
-	// true (same as one), positive (integer > 0), numkeys (integer equal to
-	// the number of KEYS), nonnegative (integer >= 0), notnil (anything but
-	// nil or an error), zero (integer 0).
-	Vote string `toml:"vote"`
-	// TTLArg is the 1-based ARGV index of the TTL, required for acquire and
-	// extend (validity accounting), refused for release and read.
-	TTLArg  int    `toml:"ttl_arg"`
-	TTLUnit string `toml:"ttl_unit"` // ms | s | unix_ms | unix_s; required with ttl_arg
-	// TokenArg is the 1-based ARGV index of the lock token, required for
-	// acquire: a failed acquisition is undone on every master by deleting
-	// each KEY whose value equals it. Refused for other kinds.
-	TokenArg int `toml:"token_arg"`
-	// NoReply is the client's reply when the vote is lost with no master
-	// giving another answer, or validity ran out: "nil" or an integer.
-	// Default: nil for vote ok and notnil, 0 for one, true, positive and
-	// numkeys; required for zero and nonnegative.
-	NoReply string `toml:"no_reply"`
-	Combine string `toml:"combine"` // "" or "first": the first yes reply; "qth_ttl": replies are TTLs in ms, answer the Q-th largest minus drift
+// ArgTTL is an ARGV of a script that carries a TTL, and its unit.
+type ArgTTL struct {
+	Arg  int            // 1-based ARGV index
+	Unit quorum.TTLUnit // Millis, Seconds, UnixMillis, UnixSecs
 }
 
 // Catalog recognizes lock scripts: the built-in ones of common lock
@@ -164,7 +151,7 @@ func (c *Catalog) add(s *Script, builtin bool) error {
 func sameVote(a, b *Script) bool {
 	return a.Kind == b.Kind && a.Yes == b.Yes && a.Combine == b.Combine &&
 		a.TTLArg == b.TTLArg && a.TTLUnit == b.TTLUnit && a.TokenArg == b.TokenArg && a.NoIsNoop == b.NoIsNoop &&
-		a.NoReply.Equal(b.NoReply)
+		a.NoReply.Equal(b.NoReply) && slices.Equal(a.OtherTTLs, b.OtherTTLs) && a.Force == b.Force
 }
 
 func indexOf(ss []*Script, s *Script) int {
@@ -229,112 +216,6 @@ const maxPooledNorm = 64 << 10
 func (c *Catalog) Scripts() []*Script {
 	return append([]*Script(nil), c.scripts...)
 }
-
-// script validates a [[scripts]] entry and turns it into a Script.
-func (sc ScriptConfig) script() (*Script, error) {
-	if sc.Name == "" {
-		return nil, errors.New("name is required (it is shown in INFO and error replies)")
-	}
-	s := &Script{Name: sc.Name, Body: sc.Body}
-	switch {
-	case sc.Body == "" && sc.SHA1 == "":
-		return nil, errors.New("body or sha1 is required")
-	case sc.SHA1 != "" && !isSHA1Hex(sc.SHA1):
-		return nil, fmt.Errorf("sha1 %q is not 40 hex digits", sc.SHA1)
-	case sc.Body != "":
-		s.SHA1 = sha1Hex([]byte(sc.Body))
-		if sc.SHA1 != "" && !strings.EqualFold(sc.SHA1, s.SHA1) {
-			return nil, fmt.Errorf("sha1 %s does not match body, whose sha1 is %s", sc.SHA1, s.SHA1)
-		}
-	default:
-		s.SHA1 = strings.ToLower(sc.SHA1)
-	}
-
-	var ok bool
-	if s.Kind, ok = kinds[sc.Kind]; !ok {
-		return nil, fmt.Errorf("kind %q is not one of acquire, release, extend, read", sc.Kind)
-	}
-	if s.Yes, ok = votes[sc.Vote]; !ok {
-		return nil, fmt.Errorf("vote %q is not one of ok, one, true, positive, numkeys, nonnegative, notnil, zero", sc.Vote)
-	}
-	switch sc.Combine {
-	case "", "first":
-		s.Combine = quorum.CombineFirst
-	case "qth_ttl":
-		if s.Yes != quorum.YesNonNegative && s.Yes != quorum.YesPositive {
-			return nil, fmt.Errorf("combine \"qth_ttl\" needs integer TTL replies: vote \"nonnegative\" or \"positive\", not %q", sc.Vote)
-		}
-		s.Combine = quorum.CombineQthTTL
-	default:
-		return nil, fmt.Errorf("combine %q is not one of first, qth_ttl", sc.Combine)
-	}
-
-	timed := s.Kind == quorum.Acquire || s.Kind == quorum.Extend
-	switch {
-	case sc.TTLArg < 0:
-		return nil, fmt.Errorf("ttl_arg %d is not a 1-based ARGV index", sc.TTLArg)
-	case sc.TTLArg == 0 && timed:
-		return nil, fmt.Errorf("kind %s needs ttl_arg, the ARGV index of the TTL, for validity accounting", sc.Kind)
-	case sc.TTLArg > 0 && !timed:
-		return nil, fmt.Errorf("ttl_arg is for acquire and extend scripts, not %s", sc.Kind)
-	case sc.TTLArg > 0:
-		s.TTLArg = sc.TTLArg
-		if s.TTLUnit, ok = units[sc.TTLUnit]; !ok {
-			return nil, fmt.Errorf("ttl_unit %q is not one of ms, s, unix_ms, unix_s", sc.TTLUnit)
-		}
-	case sc.TTLUnit != "":
-		return nil, errors.New("ttl_unit is set but ttl_arg is not")
-	}
-
-	switch {
-	case sc.TokenArg < 0:
-		return nil, fmt.Errorf("token_arg %d is not a 1-based ARGV index", sc.TokenArg)
-	case sc.TokenArg == 0 && s.Kind == quorum.Acquire:
-		return nil, errors.New("kind acquire needs token_arg, the ARGV index of the lock token, to undo a failed acquisition")
-	case sc.TokenArg > 0 && s.Kind != quorum.Acquire:
-		return nil, fmt.Errorf("token_arg is for acquire scripts, not %s (only a failed acquisition is undone)", sc.Kind)
-	case sc.TokenArg > 0 && sc.TokenArg == sc.TTLArg:
-		return nil, fmt.Errorf("token_arg and ttl_arg are both ARGV[%d]", sc.TokenArg)
-	}
-	s.TokenArg = sc.TokenArg
-
-	switch sc.NoReply {
-	case "":
-		switch s.Yes {
-		case quorum.YesOK, quorum.YesNotNil:
-			s.NoReply = batching.ReplyNil
-		case quorum.YesOne, quorum.YesTrue, quorum.YesPositive, quorum.YesNumKeys:
-			s.NoReply = replyZero
-		default:
-			return nil, fmt.Errorf("vote %q needs no_reply, the script's own \"not done\" reply (\"nil\" or an integer)", sc.Vote)
-		}
-	case "nil":
-		s.NoReply = batching.ReplyNil
-	default:
-		v, err := strconv.ParseInt(sc.NoReply, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("no_reply %q is not \"nil\" or an integer", sc.NoReply)
-		}
-		s.NoReply = batching.Reply{Type: batching.Integer, Int: v}
-	}
-	if s.Yes.IsYes(&s.NoReply, 1) && s.Yes != quorum.YesNumKeys {
-		return nil, fmt.Errorf("no_reply %s would itself be a yes vote under vote %q", sc.NoReply, sc.Vote)
-	}
-	return s, nil
-}
-
-var (
-	kinds = map[string]quorum.Kind{
-		"acquire": quorum.Acquire, "release": quorum.Release, "extend": quorum.Extend, "read": quorum.Read,
-	}
-	votes = map[string]quorum.VoteRule{
-		"ok": quorum.YesOK, "one": quorum.YesOne, "true": quorum.YesTrue, "positive": quorum.YesPositive,
-		"numkeys": quorum.YesNumKeys, "nonnegative": quorum.YesNonNegative, "notnil": quorum.YesNotNil, "zero": quorum.YesZero,
-	}
-	units = map[string]quorum.TTLUnit{
-		"ms": quorum.Millis, "s": quorum.Seconds, "unix_ms": quorum.UnixMillis, "unix_s": quorum.UnixSecs,
-	}
-)
 
 func sha1Hex(b []byte) string {
 	sum := sha1.Sum(b)

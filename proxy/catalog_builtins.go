@@ -20,6 +20,9 @@ type builtin struct {
 var (
 	replyZero = batching.Reply{Type: batching.Integer, Int: 0}
 	replyOne  = batching.Reply{Type: batching.Integer, Int: 1}
+	// signalTTL is python-redis-lock's signal_expire: the TTL in ms of
+	// the list that wakes waiters, in ARGV[2] of unlock and reset.
+	signalTTL = []ArgTTL{{Arg: 2, Unit: quorum.Millis}}
 )
 
 // builtins is the built-in catalog. A body shared by two libraries is one
@@ -35,6 +38,10 @@ var (
 // undo would then delete a lock the caller still holds and still believes
 // valid until its previous expiry; such scripts are Extend, whose failure
 // leaves the masters as they are.
+//
+// Every ARGV that carries a TTL the script sets on a master is declared:
+// the lock's in TTLArg, any other in OtherTTLs (TestBuiltinTTLArgs finds
+// them in the bodies), so that max_ttl bounds them all.
 var builtins = []builtin{
 	// redis-py Lock.release (4.3.4 and current, per the traces): DEL when the token matches → 1, else 0 (LockNotOwnedError).
 	{"redis-py_release", Script{Name: "redis-py release", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
@@ -111,15 +118,16 @@ var builtins = []builtin{
 
 	// python-redis-lock 4.x Lock.release: 1 when not ours (NotAcquired),
 	// else DEL the lock, signal waiters on KEYS[2] → 0. Zero is the yes.
-	{"python-redis-lock_unlock", Script{Name: "python-redis-lock unlock", Kind: quorum.Release, Yes: quorum.YesZero, NoReply: replyOne}},
+	// The signal list KEYS[2] gets PEXPIRE ARGV[2] (signal_expire, ms).
+	{"python-redis-lock_unlock", Script{Name: "python-redis-lock unlock", Kind: quorum.Release, Yes: quorum.YesZero, NoReply: replyOne, OtherTTLs: signalTTL}},
 	// python-redis-lock 4.x Lock.extend: 1 when not ours (NotAcquired), 2 when
 	// the key has no TTL (NotExpirable), else EXPIRE ARGV[2] seconds → 0.
 	{"python-redis-lock_extend", Script{Name: "python-redis-lock extend", Kind: quorum.Extend, Yes: quorum.YesZero, TTLArg: 2, TTLUnit: quorum.Seconds, NoReply: replyOne}},
 	// python-redis-lock 4.x Lock.reset: deletes the lock whoever holds it and
 	// signals waiters → DEL count of KEYS[1] (1, or 0 when it was not
 	// there); the library ignores it. Like DEL through lockproxy: 1 when a
-	// quorum held the key.
-	{"python-redis-lock_reset", Script{Name: "python-redis-lock reset", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
+	// quorum held the key. The signal list KEYS[2] gets PEXPIRE ARGV[2] ms.
+	{"python-redis-lock_reset", Script{Name: "python-redis-lock reset", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero, OtherTTLs: signalTTL}},
 
 	// rueidislock (rueidis v1.0.79) acquire with SET NX PX ARGV[2] ms → OK,
 	// else nil (the GET only registers client-side tracking).
@@ -130,10 +138,11 @@ var builtins = []builtin{
 	// any holder → OK. Acquire: rueidislock draws a new random token per
 	// attempt (locker.try), so the undo deletes only what this attempt
 	// wrote; the previous holder's value there was already overwritten,
-	// which is what forcing means.
-	{"rueidislock_fcqms", Script{Name: "rueidislock fcqms", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
+	// which is what forcing means. Force: refused while
+	// allow_force_acquire is false.
+	{"rueidislock_fcqms", Script{Name: "rueidislock fcqms", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil, Force: true}},
 	// rueidislock ForceWithContext with SET PXAT ARGV[2] (absolute unix ms) → OK; Acquire as fcqms.
-	{"rueidislock_fcqat", Script{Name: "rueidislock fcqat", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.UnixMillis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
+	{"rueidislock_fcqat", Script{Name: "rueidislock fcqat", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.UnixMillis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil, Force: true}},
 	// rueidislock release: DEL when ours → 1, else 0.
 	{"rueidislock_delkey", Script{Name: "rueidislock delkey", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// rueidislock extend: PEXPIREAT ARGV[2] (absolute unix ms) when ours → 1, else 0.

@@ -29,8 +29,11 @@ func (l *listener) Accept() (net.Conn, error) {
 		}
 		return nil, err
 	}
-	cc := &clientConn{Conn: c, s: l.s}
+	cc := &clientConn{Conn: c, s: l.s, last: time.Now()}
+	cc.rd = readerFunc(cc.readConn)
 	cc.g.init(l.s.cfg)
+	cc.g.budget, cc.g.mirror = l.s.budget, true
+	cc.g.interrupt = func() { cc.Conn.SetReadDeadline(time.Unix(1, 0)) } // the guard's read sees evicting
 	l.s.mu.Lock()
 	l.s.conns[cc] = struct{}{}
 	if l.s.closing {
@@ -50,13 +53,26 @@ type clientConn struct {
 	s   *Server
 	set time.Time // when the write deadline was last moved; handler goroutine only
 	g   respGuard
+
+	// The idle and handshake timeouts (idle.go); handler goroutine only.
+	c        *client    // set by Server.accept
+	rd       readerFunc // readConn
+	last     time.Time  // last byte read or reply written
+	deadline time.Time  // the read deadline set
 }
+
+// readerFunc makes a function an io.Reader.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 // Write moves the deadline at most every timeout/4 (it costs a timer
 // update): a write always has at least 3/4 of the timeout. Once the
 // server shuts down, no write may end later than writeBy.
 func (c *clientConn) Write(b []byte) (int, error) {
-	if now := time.Now(); c.s.writeBy.Load() == 0 && now.Sub(c.set) > c.s.cfg.WriteTimeout/4 {
+	now := time.Now()
+	c.last = now
+	if c.s.writeBy.Load() == 0 && now.Sub(c.set) > c.s.cfg.WriteTimeout/4 {
 		c.Conn.SetWriteDeadline(now.Add(c.s.cfg.WriteTimeout))
 		c.set = now
 	}
@@ -78,6 +94,7 @@ func (c *clientConn) Close() error {
 	c.s.mu.Lock()
 	delete(c.s.conns, c)
 	c.s.mu.Unlock()
+	c.s.budget.release(&c.g)
 	return c.Conn.Close()
 }
 
@@ -87,13 +104,15 @@ func (c *clientConn) Close() error {
 // flushing), then the connection ends: the stream cannot be trusted past
 // it.
 func (c *clientConn) Read(p []byte) (int, error) {
-	n, err := c.g.read(c.Conn, p)
+	n, err := c.g.read(c.rd, p)
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
-		c.s.protoErr.Add(1)
-		c.s.cfg.Logger.Debug("client protocol error; closing its connection", "client", c.RemoteAddr().String(), "err", pe.Msg)
+		if !pe.budget {
+			c.s.protoErr.Add(1)
+		}
+		c.s.cfg.Logger.Debug("client stream ended by lockproxy; closing its connection", "client", c.RemoteAddr().String(), "err", pe.Msg)
 		c.Conn.SetWriteDeadline(time.Now().Add(min(c.s.cfg.WriteTimeout, time.Second)))
-		c.Conn.Write([]byte("-ERR Protocol error: " + pe.Msg + "\r\n"))
+		c.Conn.Write([]byte("-" + pe.Reply() + "\r\n"))
 	}
 	return n, err
 }

@@ -62,6 +62,7 @@ func (s *Server) command(c *client, args [][]byte) {
 	if len(args) == 0 {
 		return
 	}
+	c.greeted = true
 	var buf [16]byte
 	name := lowerName(&buf, args[0])
 	spec, ok := commands[string(name)]

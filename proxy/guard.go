@@ -4,21 +4,38 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"strings"
-
-	"github.com/lockproxy/lockproxy/internal/evloop"
-	"github.com/tidwall/redcon"
+	"sync/atomic"
 )
 
 // ProtocolError is a client stream lockproxy will not parse: malformed
-// RESP, or a command past the limits. The client gets
-// "-ERR Protocol error: <Msg>" and its connection is closed.
-type ProtocolError struct{ Msg string }
+// RESP, or a command past the limits. The client gets Reply (for most,
+// "-ERR Protocol error: <Msg>") and its connection is closed.
+type ProtocolError struct {
+	Msg    string
+	budget bool // closed for client_query_buffer_total, not for what it sent: "-ERR <Msg>"
+}
 
-func (e *ProtocolError) Error() string { return "Protocol error: " + e.Msg }
+func (e *ProtocolError) Error() string { return e.Reply() }
+
+// Reply is the error line the client gets, without its '-'.
+func (e *ProtocolError) Reply() string {
+	if e.budget {
+		return "ERR " + e.Msg
+	}
+	return "ERR Protocol error: " + e.Msg
+}
 
 // inlineMax bounds an inline (telnet-style) command line, as Redis does.
 const inlineMax = 64 << 10
+
+// Before AUTH succeeds (requirepass set), a command may have at most
+// preauthMaxArgs arguments of at most preauthMaxBulk bytes: Redis's limits
+// for unauthenticated clients, so that a stranger cannot make lockproxy
+// hold megabytes per connection.
+const (
+	preauthMaxArgs = 10
+	preauthMaxBulk = 16384
+)
 
 // respGuard validates the client's byte stream incrementally, with the
 // grammar redcon's reader accepts, and hands it on only up to the end of
@@ -30,6 +47,26 @@ const inlineMax = 64 << 10
 // and each is parsed once.
 type respGuard struct {
 	maxBulk, maxArgs, maxCmd int64
+
+	// authed, when set, is the connection's authentication state. Until
+	// it is true, the pre-auth limits apply, and each command is validated
+	// only once the one before it was handed out (and so handled: redcon
+	// reads again only after running what it has, the loop runs what it
+	// takes at once), under the state that one left: AUTH followed by a
+	// long command in one write is served.
+	authed *bool
+
+	// budget bounds the memory of all connections' input (inputBudget);
+	// nil: unbounded (tests of the guard alone). mirror: redcon's reader
+	// keeps its own copy of what was handed out (the TLS path), charged as
+	// twice the largest command (its buffer doubles) in mirrored.
+	budget    *inputBudget
+	mirror    bool
+	mirrored  int64
+	held      atomic.Int64 // bytes charged to budget; read by other connections' evictions
+	evicting  atomic.Bool  // the budget closes this connection
+	interrupt func()       // wakes the connection's owner once evicting is set; never blocks
+	released  bool         // budget.mu: the connection is closed, its memory given back
 
 	buf     []byte
 	r       int   // buf[r:ok] is validated and not yet handed out
@@ -65,6 +102,25 @@ func (g *respGuard) init(cfg Config) {
 	g.maxBulk, g.maxArgs, g.maxCmd = int64(cfg.MaxBulkLen), int64(cfg.MaxArgs), int64(cfg.MaxQueryBuffer)
 }
 
+// preauth reports whether the pre-auth limits apply.
+func (g *respGuard) preauth() bool { return g.authed != nil && !*g.authed }
+
+// maxBuf bounds the buffer: one command of maxCmd bytes behind what a
+// client may have sent ahead (the loop stops reading at pauseAt unread).
+func (g *respGuard) maxBuf() int { return int(g.maxCmd) + pauseAt + guardChunk }
+
+// resume validates what was left unvalidated at a command boundary (the
+// pre-auth rule), once everything before it was handed out. It reports
+// whether that made progress.
+func (g *respGuard) resume() bool {
+	if g.r < g.ok || g.scan == g.end || g.err != nil {
+		return false
+	}
+	ok := g.ok
+	g.validate()
+	return g.ok > ok || g.err != nil
+}
+
 // read fills p with validated bytes, reading from rd as needed.
 func (g *respGuard) read(rd io.Reader, p []byte) (int, error) {
 	for {
@@ -76,22 +132,36 @@ func (g *respGuard) read(rd io.Reader, p []byte) (int, error) {
 		if g.err != nil {
 			return 0, g.err
 		}
+		if g.resume() {
+			continue
+		}
 		if g.readErr != nil {
 			return 0, g.readErr
 		}
-		g.makeRoom()
+		if !g.makeRoom() {
+			continue
+		}
 		n, err := rd.Read(g.buf[g.end:])
 		g.end += n
 		g.validate()
 		if err != nil {
+			if g.evicting.Load() {
+				g.failWith(g.budget.budgetError(g.held.Load()))
+				continue
+			}
 			g.readErr = err
 		}
 	}
 }
 
-// makeRoom drops what was handed out and makes space to read into.
-func (g *respGuard) makeRoom() {
+// makeRoom drops what was handed out and makes space to read into,
+// within the budget; false when the budget refused it (g.err is set).
+func (g *respGuard) makeRoom() bool {
 	if g.buf == nil {
+		if !g.budget.charge(g, guardChunk) {
+			g.failWith(g.budget.budgetError(g.held.Load()))
+			return false
+		}
 		g.buf = make([]byte, guardChunk)
 	}
 	if g.r > 0 {
@@ -103,14 +173,23 @@ func (g *respGuard) makeRoom() {
 	}
 	switch {
 	case g.end == 0 && len(g.buf) > 64<<10:
+		g.budget.charge(g, int64(guardChunk-len(g.buf)))
 		g.buf = make([]byte, guardChunk) // don't keep a big command's buffer
 	case g.end == len(g.buf):
 		// Only a command longer than the buffer fills it; validate has
-		// bounded it by maxCmd, so this doubles a bounded number of times.
-		nb := make([]byte, 2*len(g.buf))
+		// bounded it by maxCmd, so this doubles a bounded number of times,
+		// up to maxBuf, which holds the longest command with what may
+		// have been read ahead of it.
+		n := min(2*len(g.buf), max(g.maxBuf(), len(g.buf)+guardChunk))
+		if !g.budget.charge(g, int64(n-len(g.buf))) {
+			g.failWith(g.budget.budgetError(g.held.Load()))
+			return false
+		}
+		nb := make([]byte, n)
 		copy(nb, g.buf[:g.end])
 		g.buf = nb
 	}
+	return true
 }
 
 // validate advances the parser over buf[scan:end].
@@ -121,6 +200,12 @@ func (g *respGuard) validate() {
 		c := b[i]
 		switch g.st {
 		case stStart:
+			if g.ok > g.r && g.preauth() {
+				// Not authenticated: the next command is checked under
+				// the state the ones before it leave (resume).
+				g.scan = i
+				return
+			}
 			if c == '*' {
 				g.st, g.num, g.digits = stCount, 0, 0
 				i++
@@ -145,9 +230,9 @@ func (g *respGuard) validate() {
 			}
 			continue
 		case stCount, stLen:
-			limit, what := g.maxArgs, "multibulk"
+			limit, pre, what := g.maxArgs, int64(preauthMaxArgs), "multibulk"
 			if g.st == stLen {
-				limit, what = g.maxBulk, "bulk"
+				limit, pre, what = g.maxBulk, preauthMaxBulk, "bulk"
 			}
 			switch {
 			case '0' <= c && c <= '9':
@@ -158,6 +243,11 @@ func (g *respGuard) validate() {
 					continue
 				}
 			case c == '\r' && g.digits > 0 && (g.num > 0 || g.st == stLen):
+				if g.num > pre && g.preauth() {
+					// Redis's text, and what to do about it.
+					g.fail(fmt.Sprintf("unauthenticated %s length (over %d before AUTH, as Redis; requirepass is set: authenticate first)", what, pre))
+					continue
+				}
 				g.st++ // stCountLF or stLenLF
 			default:
 				g.fail("invalid " + what + " length")
@@ -219,84 +309,25 @@ func (g *respGuard) validate() {
 }
 
 func (g *respGuard) complete(end int) {
+	// redcon's buffer starts at 4 KiB and doubles while a command does not
+	// fit: a longer command leaves it up to twice as long, kept.
+	if size := int64(end - g.ok); g.mirror && size > guardChunk && 2*size > g.mirrored {
+		m := 2 * size
+		if !g.budget.charge(g, m-g.mirrored) {
+			g.failWith(g.budget.budgetError(g.held.Load()))
+			return
+		}
+		g.mirrored = m
+	}
 	g.ok, g.scan, g.st = end, end, stStart
 }
 
 // fail breaks the stream at the current command: the commands before it
 // are still handed out, then the error.
-func (g *respGuard) fail(msg string) {
-	g.err = &ProtocolError{Msg: msg}
+func (g *respGuard) fail(msg string) { g.failWith(&ProtocolError{Msg: msg}) }
+
+func (g *respGuard) failWith(err *ProtocolError) {
+	g.err = err
 	g.end = g.ok
 	g.scan = g.ok
-}
-
-// The event loop's side of the guard (loopclient.go): it reads into the
-// guard's buffer itself and takes the complete commands as one slice.
-
-// fillFrom reads once from the non-blocking fd into the buffer and
-// validates what arrived. n == 0 with a nil error is the end of the stream.
-func (g *respGuard) fillFrom(fd int) (int, error) {
-	g.makeRoom()
-	n, err := evloop.Read(fd, g.buf[g.end:])
-	if n > 0 {
-		g.end += n
-		g.validate()
-	}
-	return n, err
-}
-
-// take hands out every complete, validated command not yet handed out. The
-// slice is valid until the next fillFrom.
-func (g *respGuard) take() []byte {
-	b := g.buf[g.r:g.ok]
-	g.r = g.ok
-	return b
-}
-
-// broken is the protocol error that ends the stream once every command
-// before it was handed out, nil while there is none or some are left.
-func (g *respGuard) broken() error {
-	if g.r < g.ok {
-		return nil
-	}
-	return g.err
-}
-
-// unread is the number of bytes read but not yet handed out.
-func (g *respGuard) unread() int { return g.end - g.r }
-
-// nextCommand splits the first command of b, which the guard validated,
-// into args (reusing its memory) and returns the rest of b. Inline commands
-// (telnet style) are parsed by redcon, as on redcon's own connections; a
-// blank line is no command (nil args). err is a protocol error.
-func nextCommand(b []byte, args [][]byte) ([][]byte, []byte, error) {
-	args = args[:0]
-	if b[0] != '*' {
-		nl := bytes.IndexByte(b, '\n')
-		line, rest := b[:nl+1], b[nl+1:]
-		cmd, err := redcon.Parse(line)
-		if err != nil {
-			if msg := err.Error(); strings.HasPrefix(msg, "Protocol error: ") {
-				return nil, rest, &ProtocolError{Msg: strings.TrimPrefix(msg, "Protocol error: ")}
-			}
-			return nil, rest, nil // a blank line
-		}
-		return append(args, cmd.Args...), rest, nil
-	}
-	i := 1
-	n := 0
-	for ; b[i] != '\r'; i++ {
-		n = n*10 + int(b[i]-'0')
-	}
-	i += 2
-	for ; n > 0; n-- {
-		l := 0
-		for i++; b[i] != '\r'; i++ { // skip '$'
-			l = l*10 + int(b[i]-'0')
-		}
-		i += 2
-		args = append(args, b[i:i+l:i+l])
-		i += l + 2
-	}
-	return args, b[i:], nil
 }

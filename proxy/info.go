@@ -8,75 +8,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
 )
-
-// scriptTable is lockproxy's own script table (SCRIPT LOAD/EXISTS/FLUSH,
-// EVALSHA): sha1 → catalogued script, seeded with the catalog so that every
-// catalogued sha1 answers EVALSHA before any EVAL. It also holds the sha1s
-// of reformatted copies that clients loaded or EVALed.
-type scriptTable struct {
-	cat *Catalog
-	mu  sync.RWMutex // protects m
-	m   map[string]*Script
-}
-
-func newScriptTable(cat *Catalog) *scriptTable {
-	t := &scriptTable{cat: cat}
-	t.flush()
-	return t
-}
-
-func (t *scriptTable) get(sha string) *Script {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.m[sha]
-}
-
-// getSHA is get of a client's sha1 argument, in any case, without
-// allocating for the usual 40 hex digits.
-func (t *scriptTable) getSHA(sha []byte) *Script {
-	var buf [64]byte
-	if len(sha) > len(buf) {
-		return t.get(strings.ToLower(string(sha)))
-	}
-	n := copy(buf[:], sha)
-	for i := 0; i < n; i++ {
-		if c := buf[i]; 'A' <= c && c <= 'Z' {
-			buf[i] = c + 'a' - 'A'
-		}
-	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.m[string(buf[:n])]
-}
-
-func (t *scriptTable) add(sha string, sc *Script) {
-	t.mu.Lock()
-	t.m[sha] = sc
-	t.mu.Unlock()
-}
-
-// flush empties the table as SCRIPT FLUSH does on Redis, except that the
-// catalog is seeded again: its scripts stay loaded on every master.
-func (t *scriptTable) flush() {
-	m := map[string]*Script{}
-	for _, sc := range t.cat.Scripts() {
-		m[sc.SHA1] = sc
-	}
-	t.mu.Lock()
-	t.m = m
-	t.mu.Unlock()
-}
-
-func (t *scriptTable) len() int {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return len(t.m)
-}
 
 // cmdInfo: INFO [section…]. Describes lockproxy, never a master; answered
 // from memory, without a round trip.
@@ -137,6 +72,8 @@ func (s *Server) infoClients(b *strings.Builder) {
 	field(b, "maxclients", s.cfg.MaxClients)
 	field(b, "blocked_clients", 0)
 	field(b, "requirepass", map[bool]string{false: "no", true: "yes"}[s.cfg.RequirePass != ""])
+	field(b, "client_input_bytes", s.budget.used.Load())
+	field(b, "client_query_buffer_total", s.budget.limit)
 }
 
 // infoPersistence answers what client ready checks look for.
@@ -160,6 +97,9 @@ func (s *Server) infoStats(b *strings.Builder) {
 	field(b, "total_connections_received", s.accepted.Load())
 	field(b, "rejected_connections", s.rejected.Load())
 	field(b, "protocol_errors", s.ProtocolErrors())
+	field(b, "evicted_clients", s.budget.evicted.Load())
+	field(b, "idle_timeout_closes", s.idleClosed.Load())
+	field(b, "handshake_timeout_closes", s.handshakeClosed.Load())
 	field(b, "auth_failures", m.authFailures.Get())
 	var total uint64
 	m.counts(func(name string, v uint64) {
@@ -254,7 +194,8 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 		"save":               "",
 		"appendonly":         "no",
 		"maxclients":         strconv.Itoa(s.cfg.MaxClients),
-		"timeout":            "0",
+		"timeout":            strconv.Itoa(int(s.cfg.IdleTimeout / time.Second)),
+		"handshake-timeout":  s.cfg.HandshakeTimeout.String(),
 		"databases":          "1",
 		"node-timeout":       cfg.NodeTimeout.String(),
 		"max-ttl":            cfg.MaxTTL.String(),

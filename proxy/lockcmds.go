@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"strconv"
 	"strings"
 	"time"
@@ -71,44 +69,6 @@ func parseSet(args [][]byte) (setOpts, string) {
 // ttlUnits maps SET's expiry options (lower case) to their unit.
 var ttlUnits = map[string]quorum.TTLUnit{"px": quorum.Millis, "ex": quorum.Seconds, "pxat": quorum.UnixMillis, "exat": quorum.UnixSecs}
 
-// ttlOf converts a client's TTL to a duration, bounded by max_ttl. The
-// message is a client error when it is out of range.
-func (s *Server) ttlOf(v int64, unit quorum.TTLUnit) (time.Duration, string) {
-	maxTTL := s.maxTTL
-	// Bound before converting, so huge values cannot overflow.
-	limit, rel := int64(0), true
-	switch unit {
-	case quorum.Millis:
-		limit = maxTTL.Milliseconds()
-	case quorum.Seconds:
-		limit = int64(maxTTL / time.Second)
-	default:
-		rel = false
-	}
-	if rel && v > limit {
-		return 0, "ERR TTL " + strconv.FormatInt(v, 10) + unitName(unit) + " exceeds max_ttl " + maxTTL.String() + " (quorum.max_ttl in config.toml)"
-	}
-	if !rel && v > 1<<53 {
-		return 0, "ERR invalid expire time"
-	}
-	var now time.Time
-	if !rel {
-		now = time.Now() // absolute units only: the wall clock costs a call
-	}
-	ttl := quorum.TTLFrom(v, unit, now)
-	if ttl > maxTTL {
-		return 0, "ERR TTL " + ttl.Round(time.Millisecond).String() + " exceeds max_ttl " + maxTTL.String() + " (quorum.max_ttl in config.toml)"
-	}
-	return ttl, ""
-}
-
-func unitName(u quorum.TTLUnit) string {
-	if u == quorum.Seconds {
-		return "s"
-	}
-	return "ms"
-}
-
 func cmdSet(s *Server, c *client, args [][]byte) {
 	t0 := batching.Now()
 	o, msg := parseSet(args)
@@ -125,7 +85,7 @@ func cmdSet(s *Server, c *client, args [][]byte) {
 			return
 		}
 		ttl = s.cfg.DefaultTTL
-	} else if ttl, msg = s.ttlOf(o.ttlValue, o.unit); msg != "" {
+	} else if ttl, msg = s.accountedTTL(o.ttlValue, o.unit); msg != "" {
 		c.errorf("%s", msg)
 		s.cfg.Metrics.request("set", "error")
 		return
@@ -143,18 +103,9 @@ func cmdSetNX(s *Server, c *client, args [][]byte) {
 	s.acquire(c, t0, args[1], args[2], s.cfg.DefaultTTL, renderSetNX)
 }
 
-// acquire submits SET key token NX PX ttl as a quorum acquisition.
+// acquire submits SET key token NX PX ttl as a quorum acquisition; ttl
+// leaves validity (accountedTTL, or default_ttl checked by New).
 func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Duration, kind renderKind) {
-	if ttl <= 0 {
-		// An absolute expiry already in the past: nothing to acquire.
-		resp3 := c.resp3
-		if kind == renderSetNX {
-			c.integer(0)
-		} else {
-			c.local(func(b []byte) []byte { return appendNull(b, resp3) })
-		}
-		return
-	}
 	r := quorum.NewRequest()
 	cmd, k, tok := appendSetNX(r.CmdBuffer(96+len(key)+len(token)), key, token, ttl.Milliseconds())
 	r.Kind, r.Agg, r.Rule = quorum.Acquire, quorum.AggVote, quorum.YesOK
@@ -260,7 +211,7 @@ func cmdExpire(s *Server, c *client, args [][]byte) {
 		c.errorf("ERR invalid expire time: lockproxy extends locks with a positive TTL; release a lock with its release script or DEL")
 		return
 	}
-	ttl, msg := s.ttlOf(v, unit)
+	ttl, msg := s.accountedTTL(v, unit)
 	if msg != "" {
 		c.errorf("%s", msg)
 		return
@@ -272,136 +223,4 @@ func cmdExpire(s *Server, c *client, args [][]byte) {
 		Cmd: batching.AppendCommand(nil, []byte("PEXPIRE"), args[1], ms),
 		TTL: ttl, NoReply: batching.Reply{Type: batching.Integer, Int: 0}, T0: t0,
 	}, renderReply)
-}
-
-// cmdEval forwards a catalogued script to every master and counts votes.
-func cmdEval(s *Server, c *client, args [][]byte) {
-	t0 := batching.Now()
-	isSHA := len(args[0]) == 7
-	numKeys, err := strconv.Atoi(string(args[2]))
-	if err != nil || numKeys < 0 {
-		c.errorf("ERR value is not an integer or out of range")
-		return
-	}
-	if numKeys > len(args)-3 {
-		c.errorf("ERR Number of keys can't be greater than number of args")
-		return
-	}
-	var sc *Script
-	if isSHA {
-		if sc = s.scripts.getSHA(args[1]); sc == nil {
-			c.errorf("%s No matching script. Please use EVAL.", errPrefixNoScript)
-			s.cfg.Metrics.scriptMiss()
-			return
-		}
-	} else {
-		if sc = s.cfg.Catalog.Match(args[1]); sc == nil {
-			sum := sha1.Sum(args[1])
-			c.errorf("ERR unknown script (sha1 %s): lockproxy forwards only catalogued lock scripts and never sends others to the masters; register it under [[scripts]] in config.toml (body, kind, vote, ttl_arg) — see README \"Custom scripts\"", hex.EncodeToString(sum[:]))
-			s.cfg.Metrics.scriptMiss()
-			return
-		}
-		// The client's own sha1 (of its formatting) now answers EVALSHA.
-		sum := sha1.Sum(args[1])
-		s.scripts.add(hex.EncodeToString(sum[:]), sc)
-	}
-	s.cfg.Metrics.scriptHit()
-	keys := args[3 : 3+numKeys]
-	argv := args[3+numKeys:]
-	r := quorum.NewRequest()
-	r.Kind, r.Agg, r.Rule, r.Combine = sc.Kind, quorum.AggVote, sc.Yes, sc.Combine
-	r.NKeys, r.NoReply, r.NoIsNoop, r.T0 = numKeys, sc.NoReply, sc.NoIsNoop, t0
-	if sc.TTLArg > 0 && sc.Kind != quorum.Read {
-		if sc.TTLArg > len(argv) {
-			c.errorf("ERR script %q expects its TTL in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TTLArg, len(argv))
-			return
-		}
-		v, err := strconv.ParseInt(string(argv[sc.TTLArg-1]), 10, 64)
-		if err != nil {
-			c.errorf("ERR script %q: ARGV[%d] should be its TTL, an integer", sc.Name, sc.TTLArg)
-			return
-		}
-		ttl, msg := s.ttlOf(v, sc.TTLUnit)
-		if msg != "" {
-			c.errorf("%s", msg)
-			return
-		}
-		if ttl <= 0 {
-			c.errorf("ERR script %q: TTL in ARGV[%d] is not positive", sc.Name, sc.TTLArg)
-			return
-		}
-		r.TTL = ttl
-	}
-	// The catalogued body is what every master has loaded: forward by its
-	// sha1. Keys and the token alias the encoded command.
-	size := 64 + len(sc.SHA1)
-	for _, a := range args[3:] {
-		size += len(a) + 16
-	}
-	r.Cmd = quorum.AppendEvalSHA(r.CmdBuffer(size), sc.SHA1, keys, argv)
-	if sc.RunAs != "" {
-		maxTTL := strconv.AppendInt(nil, s.cfg.Engine.Config().MaxTTL.Milliseconds(), 10)
-		r.Cmd = quorum.AppendEvalSHA(nil, sc.RunAs, keys, append(append([][]byte(nil), argv...), maxTTL))
-	}
-	if sc.Body == "" && !isSHA {
-		// A custom script registered by sha1 only is not preloaded on the
-		// masters: forward the client's own text (it hashes to that sha1).
-		r.Cmd = batching.AppendCommand(nil, append([][]byte{[]byte("EVAL"), args[1], args[2]}, args[3:]...)...)
-	}
-	if numKeys == 1 { // reads too: after this connection's earlier commands on the key
-		k := argsIn(r.Cmd, 3)
-		r.Key = unsafe.String(unsafe.SliceData(k), len(k))
-	}
-	if sc.Kind == quorum.Acquire && sc.TokenArg > 0 {
-		if sc.TokenArg > len(argv) {
-			c.errorf("ERR script %q expects the lock token in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TokenArg, len(argv))
-			return
-		}
-		for i := 0; i < numKeys; i++ {
-			r.UndoKeys = append(r.UndoKeys, argsIn(r.Cmd, 3+i))
-		}
-		r.UndoToken = argsIn(r.Cmd, 3+numKeys+sc.TokenArg-1)
-	}
-	s.submit(c, r, renderReply)
-}
-
-func cmdScript(s *Server, c *client, args [][]byte) {
-	switch strings.ToLower(string(args[1])) {
-	case "load":
-		if len(args) != 3 {
-			c.errorf("ERR wrong number of arguments for 'script|load' command")
-			return
-		}
-		sc := s.cfg.Catalog.Match(args[2])
-		sum := sha1.Sum(args[2])
-		sha := hex.EncodeToString(sum[:])
-		if sc == nil {
-			c.errorf("ERR unknown script (sha1 %s): lockproxy loads only catalogued lock scripts; register it under [[scripts]] in config.toml — see README \"Custom scripts\"", sha)
-			return
-		}
-		s.scripts.add(sha, sc)
-		c.bulk([]byte(sha))
-	case "exists":
-		n := len(args) - 2
-		found := make([]bool, n)
-		for i := range found {
-			found[i] = s.scripts.get(strings.ToLower(string(args[2+i]))) != nil
-		}
-		c.local(func(b []byte) []byte {
-			b = appendArrayHeader(b, n)
-			for _, f := range found {
-				if f {
-					b = appendInt(b, 1)
-				} else {
-					b = appendInt(b, 0)
-				}
-			}
-			return b
-		})
-	case "flush":
-		s.scripts.flush()
-		c.status("OK")
-	default:
-		c.errorf("ERR unknown subcommand '%s'. lockproxy supports SCRIPT LOAD, EXISTS and FLUSH", clip(args[1]))
-	}
 }

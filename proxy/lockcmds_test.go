@@ -37,22 +37,3 @@ func TestAppendSetNX(t *testing.T) {
 		}
 	}
 }
-
-// TestScriptTableGetSHA: a client's sha1 is found in any case, short or
-// over-long, as SCRIPT EXISTS and EVALSHA find it on Redis.
-func TestScriptTableGetSHA(t *testing.T) {
-	tab := &scriptTable{m: map[string]*Script{}}
-	sc := &Script{Name: "x"}
-	sha := strings.Repeat("ab12", 10)
-	tab.add(sha, sc)
-	for _, q := range []string{sha, strings.ToUpper(sha), "AB12" + sha[4:]} {
-		if tab.getSHA([]byte(q)) != sc {
-			t.Errorf("getSHA(%q) missed", q)
-		}
-	}
-	long := strings.Repeat("A", 100)
-	tab.add(strings.ToLower(long), sc)
-	if tab.getSHA([]byte(long)) != sc || tab.getSHA([]byte("00")) != nil {
-		t.Error("getSHA of a long or unknown sha1")
-	}
-}

@@ -35,6 +35,12 @@ type loopClient struct {
 	blockedSince int64  // evloop.Now() when the socket buffer filled; 0: not
 	events       uint32 // what fd is registered for
 
+	// For the timeouts (idle.go): evloop.Now() at the accept, and when a
+	// sweep last saw the connection active (a byte read or written since
+	// the sweep before: no clock read per request).
+	since, last int64
+	active      bool
+
 	busy       bool  // the pipeline waits for quorum decisions
 	entered    bool  // the running pipeline counts in Server.active
 	eof        bool  // the client sent its last byte
@@ -44,9 +50,13 @@ type loopClient struct {
 }
 
 func newLoopClient(f *front, fd int, addr string) *loopClient {
-	lc := &loopClient{f: f, fd: fd}
+	now := evloop.Now()
+	lc := &loopClient{f: f, fd: fd, since: now, last: now}
 	lc.c = f.s.newClient(addr, quorum.NewWaiterFunc(func() { f.loop.Kick(lc) }))
 	lc.g.init(f.s.cfg)
+	lc.g.authed = &lc.c.authed
+	lc.g.budget = f.s.budget
+	lc.g.interrupt = func() { f.loop.Post(lc.evict) }
 	return lc
 }
 
@@ -69,6 +79,8 @@ func (lc *loopClient) OnEvent(ev uint32) {
 			return
 		case n == 0:
 			lc.eof = true // answer what it sent, then close
+		default:
+			lc.active = true
 		}
 	}
 	lc.advance()
@@ -203,11 +215,29 @@ func (lc *loopClient) drop() {
 // protocolError answers a broken stream after the replies before it; then
 // the connection closes: it cannot be trusted past the error.
 func (lc *loopClient) protocolError(err error) {
-	msg := err.(*ProtocolError).Msg
-	lc.f.s.protoErr.Add(1)
-	lc.f.s.cfg.Logger.Debug("client protocol error; closing its connection", "client", lc.c.addr, "err", msg)
-	lc.out = appendError(lc.out, "ERR Protocol error: "+msg)
+	pe := err.(*ProtocolError)
+	if !pe.budget {
+		lc.f.s.protoErr.Add(1)
+	}
+	lc.f.s.cfg.Logger.Debug("client stream ended by lockproxy; closing its connection", "client", lc.c.addr, "err", pe.Msg)
+	lc.out = appendError(lc.out, pe.Reply())
 	lc.closeAfter = true
+}
+
+// evict closes a connection that the input budget chose (it holds the
+// most while all clients together hold client_query_buffer_total): at
+// once, so that its memory is freed now, telling it why if no reply of
+// its own is pending.
+func (lc *loopClient) evict() {
+	if lc.closed {
+		return
+	}
+	err := lc.f.s.budget.budgetError(lc.g.held.Load())
+	lc.f.s.cfg.Logger.Debug("client stream ended by lockproxy; closing its connection", "client", lc.c.addr, "err", err.Msg)
+	if !lc.busy && lc.outOff == len(lc.out) {
+		evloop.Write(lc.fd, appendError(nil, err.Reply()))
+	}
+	lc.close()
 }
 
 // flush writes what it can of lc.out; the rest waits for Writable.
@@ -221,6 +251,9 @@ func (lc *loopClient) flush() {
 		return
 	}
 	lc.outOff += n
+	if n > 0 {
+		lc.active = true
+	}
 	if lc.outOff < len(lc.out) {
 		if lc.blockedSince == 0 {
 			lc.blockedSince = evloop.Now()
@@ -283,6 +316,8 @@ func (lc *loopClient) close() {
 	syscall.Close(lc.fd)
 	delete(lc.f.conns, lc)
 	delete(lc.f.stuck, lc)
+	lc.f.s.budget.release(&lc.g)
+	lc.g.buf = nil
 	lc.f.s.gone()
 	lc.out, lc.outOff = nil, 0
 	if lc.entered && !lc.busy {

@@ -26,6 +26,7 @@ type front struct {
 	writeBy int64         // once closing: evloop.Now() by which every write must end
 	drained chan struct{} // closed once closing and every connection is closed
 	isDrain bool
+	sweepAt int64 // next look for timed-out connections (idle.go); 0: none planned
 }
 
 // loopFront returns the Server's front, starting it on first use.
@@ -125,14 +126,15 @@ func (f *front) register(lc *loopClient) {
 	}
 	lc.events = evloop.Readable
 	f.conns[lc] = struct{}{}
+	f.armSweep(evloop.Now())
 }
 
 // Fire enforces deadlines (evloop.Timer): requests past node_timeout are
-// decided with the votes that arrived, and clients that do not read their
+// decided with the votes that arrived, clients that do not read their
 // replies within Config.WriteTimeout (or, at shutdown, the grace) are
-// closed.
+// closed, and so are those past their idle or handshake timeout.
 func (f *front) Fire(now int64) int64 {
-	next := evloop.Never
+	next := f.sweep(now)
 	for lc := range f.waiting {
 		next = min(next, f.s.cfg.Engine.Expire(lc.c.w, now))
 	}

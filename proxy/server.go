@@ -8,9 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
-	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -20,54 +18,14 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// Config configures a Server. Zero values get the documented defaults.
-type Config struct {
-	// Engine decides every lock operation. Required.
-	Engine *quorum.Engine
-	// Catalog recognizes lock scripts. Required.
-	Catalog *Catalog
-	// RequirePass, when set, must be given with AUTH or HELLO … AUTH
-	// before any other command.
-	RequirePass string
-	// DefaultTTL is the TTL of SETNX and SET NX without expiry; 0 refuses
-	// them (a lock that never expires is never safe to take).
-	DefaultTTL time.Duration
-	// MaxClients bounds client connections; past it a new connection gets
-	// an error and is closed. Default 10000.
-	MaxClients int
-	// WriteTimeout bounds writing replies to a client: a client that does
-	// not read is disconnected rather than holding the proxy. Default 10s.
-	WriteTimeout time.Duration
-	// MaxBulkLen bounds one argument of a client command (key, token,
-	// script body), in bytes. Default 1 MiB: lock commands carry short
-	// keys and tokens, and the longest legitimate argument is a script
-	// body of a few KiB (Redis allows 512 MiB: proto-max-bulk-len).
-	MaxBulkLen int
-	// MaxArgs bounds the arguments of one command, its name included.
-	// Default 65536: far above any lock command (a DEL or EXISTS of many
-	// keys), low enough that a forged count cannot make lockproxy allocate
-	// or loop much (Redis: 1M, fixed).
-	MaxArgs int
-	// MaxQueryBuffer bounds one command as sent, framing included, in
-	// bytes. A command is buffered until it is complete, so with
-	// MaxClients this bounds the memory clients can make lockproxy hold.
-	// Default 8 MiB (Redis: client-query-buffer-limit, 1 GiB).
-	MaxQueryBuffer int
-	// ConfigFile, Version and Commit are shown by INFO.
-	ConfigFile string
-	Version    string
-	Commit     string
-	// Metrics receives counters (NewMetrics); nil: counted, not exposed.
-	Metrics *Metrics
-	Logger  *slog.Logger
-}
-
 // Server is the RESP front end.
 type Server struct {
 	cfg     Config
 	scripts *scriptTable
 	start   time.Time
 	maxTTL  time.Duration // the engine's, read on every acquisition
+	drift   float64       // the engine's clock drift factor
+	minTTL  time.Duration // shortest accounted TTL that leaves validity (minTTLFor)
 
 	clients atomic.Int64 // connected clients
 	nextID  atomic.Int64
@@ -88,6 +46,9 @@ type Server struct {
 	rejected atomic.Int64
 	protoErr atomic.Int64 // connections closed for a protocol error
 
+	idleClosed, handshakeClosed atomic.Int64 // connections closed by IdleTimeout, HandshakeTimeout
+	budget                      *inputBudget // client_query_buffer_total
+
 	frontState // plain TCP clients on the event loop (loopfront.go)
 }
 
@@ -99,39 +60,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Engine == nil || cfg.Catalog == nil {
 		return nil, errors.New("proxy: Engine and Catalog are required")
 	}
-	if cfg.MaxClients <= 0 {
-		cfg.MaxClients = 10000
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
-	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = 10 * time.Second
-	}
-	if cfg.MaxBulkLen <= 0 {
-		cfg.MaxBulkLen = 1 << 20
-	}
-	if cfg.MaxArgs <= 0 {
-		cfg.MaxArgs = 1 << 16
-	}
-	if cfg.MaxQueryBuffer <= 0 {
-		cfg.MaxQueryBuffer = 8 << 20
-	}
-	if cfg.MaxQueryBuffer < cfg.MaxBulkLen+64 {
-		return nil, fmt.Errorf("client_query_buffer_limit (%d) must exceed proto_max_bulk_len (%d): one argument must fit in a command", cfg.MaxQueryBuffer, cfg.MaxBulkLen)
-	}
-	if cfg.DefaultTTL < 0 {
-		return nil, fmt.Errorf("default_ttl: %v is negative", cfg.DefaultTTL)
-	}
-	if cfg.DefaultTTL > cfg.Engine.Config().MaxTTL {
-		return nil, fmt.Errorf("default_ttl (%v) exceeds quorum.max_ttl (%v)", cfg.DefaultTTL, cfg.Engine.Config().MaxTTL)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics(nil, nil)
-	}
+	drift := cfg.Engine.Config().DriftFactor
 	return &Server{
-		cfg: cfg, scripts: newScriptTable(cfg.Catalog), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
+		cfg: cfg, scripts: newScriptTable(cfg.Catalog, cfg.LearnedScripts), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
+		drift: drift, minTTL: minTTLFor(drift),
 		conns: map[*clientConn]struct{}{}, idle: make(chan struct{}), release: make(chan struct{}),
+		budget: newInputBudget(cfg.MaxInputTotal),
 	}, nil
 }
 
@@ -248,19 +185,24 @@ func (s *Server) leave() (closing bool) {
 
 // client is the state of one connection.
 type client struct {
-	id       int64
-	addr     string
-	resp3    bool
-	authed   bool
-	name     string
-	lib      string
-	libVer   string
-	since    time.Time
-	w        *quorum.Waiter
-	slots    []slot
-	localBuf []byte // replies answered by lockproxy itself, by slot
-	out      []byte // the pipeline's replies, in order
-	quit     bool
+	id     int64
+	addr   string
+	resp3  bool
+	authed bool
+	name   string
+	lib    string
+	libVer string
+	since  time.Time
+	w      *quorum.Waiter
+	slots  []slot
+	// localBuf holds replies answered by lockproxy itself, by slot; out,
+	// the pipeline's replies, in order.
+	localBuf, out []byte
+	quit          bool
+	greeted       bool // sent a complete command (HandshakeTimeout)
+	// scriptsFlushed stamps this connection's last SCRIPT FLUSH (0: none):
+	// it sees only the scripts loaded after it (scriptTable).
+	scriptsFlushed uint64
 }
 
 func (s *Server) accept(conn redcon.Conn) bool {
@@ -268,7 +210,12 @@ func (s *Server) accept(conn redcon.Conn) bool {
 		conn.WriteError(msg)
 		return false
 	}
-	conn.SetContext(s.newClient(conn.RemoteAddr(), quorum.NewWaiter()))
+	c := s.newClient(conn.RemoteAddr(), quorum.NewWaiter())
+	if cc, ok := conn.NetConn().(*clientConn); ok {
+		// Read by the connection's goroutine, started after this.
+		cc.g.authed, cc.c = &c.authed, c
+	}
+	conn.SetContext(c)
 	return true
 }
 

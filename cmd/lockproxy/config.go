@@ -16,24 +16,32 @@ import (
 
 // fileConfig is config.toml as written; every key is documented there.
 type fileConfig struct {
-	Listen        string               `toml:"listen"`
-	TLSListen     string               `toml:"tls_listen"`
-	TLSCertFile   string               `toml:"tls_cert_file"`
-	TLSKeyFile    string               `toml:"tls_key_file"`
-	TLSCAFile     string               `toml:"tls_ca_file"`
-	MetricsListen *string              `toml:"metrics_listen"`
-	RequirePass   string               `toml:"requirepass"`
-	DefaultTTL    duration             `toml:"default_ttl"`
-	MaxClients    int                  `toml:"max_clients"`
-	LogLevel      string               `toml:"log_level"`
-	LogFormat     string               `toml:"log_format"`
-	Quorum        quorumConfig         `toml:"quorum"`
-	Scripts       []proxy.ScriptConfig `toml:"scripts"`
+	Listen        string   `toml:"listen"`
+	TLSListen     string   `toml:"tls_listen"`
+	TLSCertFile   string   `toml:"tls_cert_file"`
+	TLSKeyFile    string   `toml:"tls_key_file"`
+	TLSCAFile     string   `toml:"tls_ca_file"`
+	MetricsListen *string  `toml:"metrics_listen"`
+	RequirePass   string   `toml:"requirepass"`
+	DefaultTTL    duration `toml:"default_ttl"`
+	MaxClients    int      `toml:"max_clients"`
+	// AllowForceAcquire: scripts marked force (rueidislock's force
+	// acquisition) run; false refuses them. nil: the default, true.
+	AllowForceAcquire *bool `toml:"allow_force_acquire"`
+	// IdleTimeout and HandshakeTimeout: proxy.Config's; "0" or "" off.
+	IdleTimeout      duration             `toml:"idle_timeout"`
+	HandshakeTimeout duration             `toml:"handshake_timeout"`
+	LogLevel         string               `toml:"log_level"`
+	LogFormat        string               `toml:"log_format"`
+	Quorum           quorumConfig         `toml:"quorum"`
+	Scripts          []proxy.ScriptConfig `toml:"scripts"`
 
 	// Client input limits: proxy.Config MaxBulkLen, MaxArgs, MaxQueryBuffer.
 	ProtoMaxBulkLen        int `toml:"proto_max_bulk_len"`
 	ProtoMaxArgs           int `toml:"proto_max_args"`
 	ClientQueryBufferLimit int `toml:"client_query_buffer_limit"`
+	// ClientQueryBufferTotal: proxy.Config MaxInputTotal, all connections.
+	ClientQueryBufferTotal int64 `toml:"client_query_buffer_total"`
 
 	src *source // where each value came from, for error messages
 }
@@ -86,12 +94,16 @@ func defaults() fileConfig {
 		Listen:        "127.0.0.1:7379",
 		MetricsListen: &metrics,
 		MaxClients:    10000,
-		LogLevel:      "info",
-		LogFormat:     "text",
+
+		IdleTimeout:      duration{10 * time.Minute},
+		HandshakeTimeout: duration{10 * time.Second},
+		LogLevel:         "info",
+		LogFormat:        "text",
 
 		ProtoMaxBulkLen:        1 << 20,
 		ProtoMaxArgs:           1 << 16,
 		ClientQueryBufferLimit: 8 << 20,
+		ClientQueryBufferTotal: 128 << 20,
 		Quorum: quorumConfig{
 			Masters:       []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"},
 			NodeTimeout:   duration{50 * time.Millisecond},
@@ -174,16 +186,8 @@ func (c *fileConfig) check() error {
 	default:
 		return fmt.Errorf("%s: log_format %q is not text or json", at("log_format"), c.LogFormat)
 	}
-	if c.MaxClients < 1 {
-		return fmt.Errorf("%s: max_clients %d must be at least 1", at("max_clients"), c.MaxClients)
-	}
-	switch {
-	case c.ProtoMaxBulkLen < 1:
-		return fmt.Errorf("%s: proto_max_bulk_len %d must be at least 1 (bytes)", at("proto_max_bulk_len"), c.ProtoMaxBulkLen)
-	case c.ProtoMaxArgs < 3:
-		return fmt.Errorf("%s: proto_max_args %d must be at least 3 (SET key value …)", at("proto_max_args"), c.ProtoMaxArgs)
-	case c.ClientQueryBufferLimit < c.ProtoMaxBulkLen+64:
-		return fmt.Errorf("%s: client_query_buffer_limit %d must exceed proto_max_bulk_len (%d) by at least 64: a command holds its largest argument", at("client_query_buffer_limit"), c.ClientQueryBufferLimit, c.ProtoMaxBulkLen)
+	if err := c.checkLimits(); err != nil {
+		return err
 	}
 	switch {
 	case c.Listen == "" && c.TLSListen == "":
@@ -243,11 +247,37 @@ func (c *fileConfig) check() error {
 	if f := q.ClockDriftFactor; f != nil && (*f < 0 || *f >= 0.5) {
 		return fmt.Errorf("%s: quorum.clock_drift_factor %v is outside [0, 0.5); the usual value is 0.01", at("quorum.clock_drift_factor"), *f)
 	}
+	drift := 0.01
+	if f := q.ClockDriftFactor; f != nil {
+		drift = *f
+	}
+	if d := c.DefaultTTL.Duration; d > 0 && quorum.Validity(d, 0, drift) <= 0 {
+		return fmt.Errorf("%s: default_ttl (%v) leaves no validity after the clock drift allowance (2ms + TTL × quorum.clock_drift_factor %g): a lock taken with it could never be granted", at("default_ttl"), d, drift)
+	}
 	if q.QueueLimit < 0 {
 		return fmt.Errorf("%s: quorum.queue_limit %d is negative", at("quorum.queue_limit"), q.QueueLimit)
 	}
 	if q.MasterUsername != "" && q.MasterPassword == "" {
 		return fmt.Errorf("%s: quorum.master_username is set without a password: set quorum.master_password or %s", at("quorum.master_username"), envMasterPassword)
+	}
+	return nil
+}
+
+// checkLimits checks the limits on clients and their input.
+func (c *fileConfig) checkLimits() error {
+	at := c.src.at
+	if c.MaxClients < 1 {
+		return fmt.Errorf("%s: max_clients %d must be at least 1", at("max_clients"), c.MaxClients)
+	}
+	switch {
+	case c.ProtoMaxBulkLen < 1:
+		return fmt.Errorf("%s: proto_max_bulk_len %d must be at least 1 (bytes)", at("proto_max_bulk_len"), c.ProtoMaxBulkLen)
+	case c.ProtoMaxArgs < 3:
+		return fmt.Errorf("%s: proto_max_args %d must be at least 3 (SET key value …)", at("proto_max_args"), c.ProtoMaxArgs)
+	case c.ClientQueryBufferLimit < c.ProtoMaxBulkLen+64:
+		return fmt.Errorf("%s: client_query_buffer_limit %d must exceed proto_max_bulk_len (%d) by at least 64: a command holds its largest argument", at("client_query_buffer_limit"), c.ClientQueryBufferLimit, c.ProtoMaxBulkLen)
+	case c.ClientQueryBufferTotal < 4*int64(c.ClientQueryBufferLimit):
+		return fmt.Errorf("%s: client_query_buffer_total %d must be at least 4 × client_query_buffer_limit (%d): the longest command, with what is read ahead and the TLS reader's copy, must fit beside others", at("client_query_buffer_total"), c.ClientQueryBufferTotal, c.ClientQueryBufferLimit)
 	}
 	return nil
 }

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestConfigErrors: every configuration mistake stops the start with exit
@@ -63,6 +70,10 @@ func TestConfigErrors(t *testing.T) {
 			want: []string{"quorum.node_timeout (2s) must be smaller than quorum.max_ttl (2s"}},
 		{name: "default_ttl above max_ttl", toml: "default_ttl = \"2m\"\n" + masters, line: 1,
 			want: []string{"default_ttl (2m0s) exceeds quorum.max_ttl (1m0s)"}},
+		{name: "default_ttl without validity", toml: "default_ttl = \"2ms\"\n" + masters, line: 1,
+			want: []string{"default_ttl (2ms) leaves no validity after the clock drift allowance"}},
+		{name: "input total below four commands", toml: "client_query_buffer_total = 1000000\n" + masters, line: 1,
+			want: []string{"client_query_buffer_total 1000000 must be at least 4 × client_query_buffer_limit (8388608)"}},
 		{name: "drift factor", toml: masters + "clock_drift_factor = 0.7\n", line: 3,
 			want: []string{"quorum.clock_drift_factor 0.7 is outside [0, 0.5)"}},
 		{name: "listen not host:port", toml: "listen = \"7379\"\n" + masters, line: 1,
@@ -164,5 +175,77 @@ kind = "release"
 	}
 	if keys["listen"].raw != `"a"` {
 		t.Errorf("raw value of listen = %q", keys["listen"].raw)
+	}
+}
+
+// TestScriptOtherTTLArgsDecode: [[scripts]] other_ttl_args decodes into the
+// catalog entry; a wrong shape names its line.
+func TestScriptOtherTTLArgsDecode(t *testing.T) {
+	path := writeConfig(t, `[quorum]
+masters = ["127.0.0.1:7001"]
+[[scripts]]
+name = "release and signal"
+body = 'if redis.call("get", KEYS[1]) == ARGV[1] then redis.call("del", KEYS[1]) redis.call("rpush", KEYS[2], 1) redis.call("pexpire", KEYS[2], ARGV[2]) return 1 end return 0'
+kind = "release"
+vote = "one"
+other_ttl_args = [{ arg = 2, unit = "ms" }]
+`)
+	cfg, err := loadConfig(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := proxy.NewCatalog(cfg.Scripts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := cat.Scripts()[len(cat.Scripts())-1]
+	if len(sc.OtherTTLs) != 1 || sc.OtherTTLs[0] != (proxy.ArgTTL{Arg: 2, Unit: quorum.Millis}) {
+		t.Fatalf("other_ttl_args decoded as %+v", sc.OtherTTLs)
+	}
+	path = writeConfig(t, "[quorum]\nmasters = [\"127.0.0.1:7001\"]\n[[scripts]]\nname = \"x\"\nother_ttl_args = 2\n")
+	if _, err := loadConfig(path, nil); err == nil || !strings.Contains(err.Error(), ":5: scripts.other_ttl_args: expected an array of inline tables") {
+		t.Fatalf("other_ttl_args = 2: %v", err)
+	}
+}
+
+// TestHardeningKeys: idle_timeout, handshake_timeout,
+// client_query_buffer_total and allow_force_acquire reach the server.
+func TestHardeningKeys(t *testing.T) {
+	m := redisproc.ForTest(t, 1)
+	path := writeConfig(t, `listen = "127.0.0.1:0"
+metrics_listen = ""
+idle_timeout = "300ms"
+handshake_timeout = ""
+client_query_buffer_total = 40000000
+allow_force_acquire = false
+[quorum]
+masters = ["`+m[0].Addr+`"]
+bootstrap = true
+probe_interval = "0s"
+`)
+	p := startRun(t, "-config", path)
+	listen, _, _ := p.addrs()
+	ctx := context.Background()
+	cl := redis.NewClient(&redis.Options{Addr: listen, Protocol: 2, MaxRetries: 3})
+	defer cl.Close()
+	info, err := cl.Info(ctx, "clients").Result()
+	if err != nil || !strings.Contains(info, "client_query_buffer_total:40000000") {
+		t.Fatalf("INFO clients: %v %q", err, info)
+	}
+	err = cl.Eval(ctx, `local r = redis.call("SET",KEYS[1],ARGV[1],"PX",ARGV[2]);redis.call("GET",KEYS[1]);return r`, []string{"k"}, "t", "1000").Err()
+	if err == nil || !strings.Contains(err.Error(), "allow_force_acquire = false") {
+		t.Fatalf("force acquisition with allow_force_acquire = false: %v", err)
+	}
+	// handshake_timeout is off: a silent connection is closed by
+	// idle_timeout, after about 300ms.
+	silent, err := net.Dial("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	if _, err := silent.Read(make([]byte, 1)); err == nil || time.Since(start) < 200*time.Millisecond || time.Since(start) > 4*time.Second {
+		t.Fatalf("idle connection: %v after %v, want closed after about 300ms", err, time.Since(start))
 	}
 }

@@ -122,6 +122,8 @@ func typeName(goType string) string {
 		return `a duration string such as "50ms"`
 	case "[]proxy.ScriptConfig":
 		return "[[scripts]] tables"
+	case "[]proxy.TTLArgConfig":
+		return `an array of inline tables, such as [{ arg = 2, unit = "ms" }]`
 	}
 	if strings.HasPrefix(goType, "main.") || strings.HasPrefix(goType, "*main.") {
 		return "a table"

@@ -233,6 +233,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		RequirePass: cfg.RequirePass,
 		DefaultTTL:  cfg.DefaultTTL.Duration,
 		MaxClients:  cfg.MaxClients,
+		DenyForce:   cfg.AllowForceAcquire != nil && !*cfg.AllowForceAcquire,
 		ConfigFile:  configFile,
 		Version:     version,
 		Commit:      commitID(),
@@ -242,6 +243,10 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		MaxBulkLen:     cfg.ProtoMaxBulkLen,
 		MaxArgs:        cfg.ProtoMaxArgs,
 		MaxQueryBuffer: cfg.ClientQueryBufferLimit,
+		MaxInputTotal:  cfg.ClientQueryBufferTotal,
+
+		IdleTimeout:      cfg.IdleTimeout.Duration,
+		HandshakeTimeout: cfg.HandshakeTimeout.Duration,
 	})
 	if err != nil {
 		return fail("config: %v", err)

@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"container/list"
+	"crypto/sha1"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+)
+
+// scriptTable answers EVALSHA and SCRIPT EXISTS: which sha1s name a
+// catalogued script. The catalog's own sha1s are always known. The sha1s
+// of reformatted copies that clients EVALed or loaded (SCRIPT LOAD) are
+// learned, at most max of them, the least recently used going first: a
+// client that sends the sha1 of a dropped copy gets NOSCRIPT, and its
+// library falls back to EVAL, which teaches it again. Without the bound,
+// 300,000 EVALs of one script with different comments kept 300,000 entries.
+//
+// SCRIPT FLUSH is per connection. On one Redis it empties the server's
+// cache for every client; through lockproxy one client must not make every
+// other client's EVALSHA fail. So a flush changes only the view of the
+// connection that sent it: from then on it sees, as it would on Redis, only
+// the sha1s loaded (EVAL or SCRIPT LOAD, by any connection) after its
+// flush: NOSCRIPT for the others, so that its library falls back to EVAL.
+// Loads are stamped from a counter once some connection has flushed;
+// until then none is, and the hot path takes no lock for catalogued sha1s.
+type scriptTable struct {
+	cat       *Catalog
+	max       int
+	catLoaded map[string]*atomic.Uint64 // catalog sha1 → stamp of its last load; the map is immutable
+	flushed   atomic.Bool               // some connection ran SCRIPT FLUSH: stamp loads
+	stamp     atomic.Uint64             // orders loads and flushes
+
+	mu      sync.Mutex               // protects learned and lru
+	learned map[string]*list.Element // client sha1 → its element in lru
+	lru     list.List                // of *learnedScript, the most recently used first
+}
+
+type learnedScript struct {
+	sha    string
+	sc     *Script
+	loaded uint64 // stamp of its last load; 0 before any flush
+}
+
+// defaultLearnedScripts bounds the learned sha1s (Config.LearnedScripts):
+// far more than the reformatted copies real libraries send (one per
+// library version), about 2 MB when full.
+const defaultLearnedScripts = 10000
+
+func newScriptTable(cat *Catalog, max int) *scriptTable {
+	t := &scriptTable{cat: cat, max: max, catLoaded: map[string]*atomic.Uint64{}, learned: map[string]*list.Element{}}
+	for _, sc := range cat.Scripts() {
+		t.catLoaded[sc.SHA1] = new(atomic.Uint64)
+	}
+	return t
+}
+
+// lookup returns the script sha (hex, any case) names for connection c,
+// or nil (NOSCRIPT). A learned sha1 found is marked recently used.
+func (t *scriptTable) lookup(c *client, sha []byte) *Script {
+	var buf [40]byte
+	if len(sha) != len(buf) {
+		return nil
+	}
+	for i, ch := range sha {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		buf[i] = ch
+	}
+	if sc := t.cat.bySHA[string(buf[:])]; sc != nil { // no allocation: a map index
+		if c.scriptsFlushed == 0 || t.catLoaded[sc.SHA1].Load() > c.scriptsFlushed {
+			return sc
+		}
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.learned[string(buf[:])]
+	if e == nil {
+		return nil
+	}
+	ls := e.Value.(*learnedScript)
+	if c.scriptsFlushed != 0 && ls.loaded <= c.scriptsFlushed {
+		return nil
+	}
+	t.lru.MoveToFront(e)
+	return ls.sc
+}
+
+// load records that a client loaded sc under sha (lower-case hex of the
+// text it sent): by EVAL or SCRIPT LOAD.
+func (t *scriptTable) load(sha string, sc *Script) {
+	var stamp uint64
+	if t.flushed.Load() {
+		stamp = t.stamp.Add(1)
+	}
+	if v := t.catLoaded[sha]; v != nil {
+		for old := v.Load(); stamp > old && !v.CompareAndSwap(old, stamp); old = v.Load() {
+		}
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.learned[sha]; e != nil {
+		ls := e.Value.(*learnedScript)
+		ls.sc, ls.loaded = sc, max(ls.loaded, stamp)
+		t.lru.MoveToFront(e)
+		return
+	}
+	t.learned[sha] = t.lru.PushFront(&learnedScript{sha: sha, sc: sc, loaded: stamp})
+	for t.lru.Len() > t.max {
+		old := t.lru.Back()
+		delete(t.learned, old.Value.(*learnedScript).sha)
+		t.lru.Remove(old)
+	}
+}
+
+// loadBody is load of the text a client sent; it returns its sha1. The
+// catalogued body itself, the usual case, costs no allocation.
+func (t *scriptTable) loadBody(body []byte, sc *Script) string {
+	sum := sha1.Sum(body)
+	var h [40]byte
+	hex.Encode(h[:], sum[:])
+	sha := sc.SHA1
+	if string(h[:]) != sha {
+		sha = string(h[:])
+	}
+	t.load(sha, sc)
+	return sha
+}
+
+// flush is SCRIPT FLUSH from connection c: c no longer sees what was
+// loaded before; other connections see no change.
+func (t *scriptTable) flush(c *client) {
+	t.flushed.Store(true)
+	c.scriptsFlushed = t.stamp.Add(1)
+}
+
+// len is the number of sha1s known: the catalog's and the learned ones.
+func (t *scriptTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.catLoaded) + len(t.learned)
+}

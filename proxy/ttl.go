@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// The TTLs clients ask for: converted, and bounded by max_ttl.
+
+// ttlOf converts a client's TTL to a duration, bounded by max_ttl. The
+// message is a client error when it is out of range.
+func (s *Server) ttlOf(v int64, unit quorum.TTLUnit) (time.Duration, string) {
+	maxTTL := s.maxTTL
+	// Bound before converting, so huge values cannot overflow.
+	limit, rel := int64(0), true
+	switch unit {
+	case quorum.Millis:
+		limit = maxTTL.Milliseconds()
+	case quorum.Seconds:
+		limit = int64(maxTTL / time.Second)
+	default:
+		rel = false
+	}
+	if rel && v > limit {
+		return 0, "ERR TTL " + strconv.FormatInt(v, 10) + unitName(unit) + " exceeds max_ttl " + maxTTL.String() + " (quorum.max_ttl in config.toml)"
+	}
+	if !rel && v > 1<<53 {
+		return 0, "ERR invalid expire time"
+	}
+	var now time.Time
+	if !rel {
+		now = time.Now() // absolute units only: the wall clock costs a call
+	}
+	ttl := quorum.TTLFrom(v, unit, now)
+	if ttl > maxTTL {
+		return 0, "ERR TTL " + ttl.Round(time.Millisecond).String() + " exceeds max_ttl " + maxTTL.String() + " (quorum.max_ttl in config.toml)"
+	}
+	return ttl, ""
+}
+
+func unitName(u quorum.TTLUnit) string {
+	if u == quorum.Seconds {
+		return "s"
+	}
+	return "ms"
+}
+
+// accountedTTL is ttlOf for a TTL whose validity lockproxy accounts: SET,
+// PEXPIRE/EXPIRE, and the TTL of acquire and extend scripts. It is also
+// refused when the drift allowance leaves it no validity: such a lock
+// could never be granted, and a client retrying on "held" would spin
+// forever on a free lock.
+func (s *Server) accountedTTL(v int64, unit quorum.TTLUnit) (time.Duration, string) {
+	ttl, msg := s.ttlOf(v, unit)
+	if msg != "" {
+		return 0, msg
+	}
+	if quorum.Validity(ttl, 0, s.drift) > 0 {
+		return ttl, ""
+	}
+	given := strconv.FormatInt(v, 10) + unitName(unit)
+	if unit == quorum.UnixMillis || unit == quorum.UnixSecs {
+		given = ttl.Round(time.Millisecond).String() + " (an absolute expiry " + map[bool]string{true: "in the past", false: "too near"}[ttl <= 0] + ")"
+	}
+	return 0, "ERR TTL " + given + " is too short: the clock drift allowance (2ms + TTL × quorum.clock_drift_factor " +
+		strconv.FormatFloat(s.drift, 'g', -1, 64) + ") leaves it no validity, so the lock could never be granted; the minimum is " + s.minTTL.String()
+}
+
+// minTTLFor is the shortest whole-millisecond TTL that leaves validity once
+// the drift allowance is taken off: ttl - drift(ttl) > 0 (3ms at the
+// default factor 0.01).
+func minTTLFor(factor float64) time.Duration {
+	m := time.Millisecond
+	for quorum.Validity(m, 0, factor) <= 0 {
+		m += time.Millisecond
+	}
+	return m
+}
+
+// scriptTTLs checks every TTL an EVAL of sc carries in argv: the lock's
+// (TTLArg, accounted: returned for validity; 0 when none) and the others
+// (OtherTTLs). msg is the client's error, or "".
+func (s *Server) scriptTTLs(sc *Script, argv [][]byte) (ttl time.Duration, msg string) {
+	if sc.TTLArg > 0 && sc.Kind != quorum.Read {
+		if sc.TTLArg > len(argv) {
+			return 0, fmt.Sprintf("ERR script %q expects its TTL in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TTLArg, len(argv))
+		}
+		v, err := strconv.ParseInt(string(argv[sc.TTLArg-1]), 10, 64)
+		if err != nil {
+			return 0, fmt.Sprintf("ERR script %q: ARGV[%d] should be its TTL, an integer", sc.Name, sc.TTLArg)
+		}
+		if ttl, msg = s.accountedTTL(v, sc.TTLUnit); msg != "" {
+			return 0, fmt.Sprintf("ERR script %q: ARGV[%d]: %s", sc.Name, sc.TTLArg, strings.TrimPrefix(msg, "ERR "))
+		}
+	}
+	return ttl, s.checkOtherTTLs(sc, argv)
+}
+
+// checkOtherTTLs checks the TTLs a script carries besides its lock's
+// (Script.OtherTTLs): each must be a positive integer within max_ttl, as
+// SET's is. It returns the client's error, or "".
+func (s *Server) checkOtherTTLs(sc *Script, argv [][]byte) string {
+	for _, o := range sc.OtherTTLs {
+		if o.Arg > len(argv) {
+			return fmt.Sprintf("ERR script %q expects a TTL in ARGV[%d], but only %d ARGV were given", sc.Name, o.Arg, len(argv))
+		}
+		v, err := strconv.ParseInt(string(argv[o.Arg-1]), 10, 64)
+		if err != nil {
+			return fmt.Sprintf("ERR script %q: ARGV[%d] should be a TTL in %s, an integer", sc.Name, o.Arg, unitName(o.Unit))
+		}
+		if v <= 0 {
+			return fmt.Sprintf("ERR script %q: ARGV[%d]: invalid expire time %d: a TTL must be positive", sc.Name, o.Arg, v)
+		}
+		if _, msg := s.ttlOf(v, o.Unit); msg != "" {
+			return fmt.Sprintf("ERR script %q: ARGV[%d]: %s", sc.Name, o.Arg, strings.TrimPrefix(msg, "ERR "))
+		}
+	}
+	return ""
+}
