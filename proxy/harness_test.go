@@ -29,7 +29,17 @@ type clusterOpt func(*proxy.Config, *quorum.Config)
 
 func startCluster(t testing.TB, n int, opts ...clusterOpt) *cluster {
 	t.Helper()
-	c := &cluster{t: t, masters: redisproc.ForTest(t, n)}
+	c := startFront(t, redisproc.ForTest(t, n), opts...)
+	c.waitUp(n)
+	return c
+}
+
+// startFront starts a lockproxy in this process in front of masters that
+// the test started (several lockproxies may share them) and stops it with
+// the test. It does not wait for the masters.
+func startFront(t testing.TB, masters []*redisproc.Server, opts ...clusterOpt) *cluster {
+	t.Helper()
+	c := &cluster{t: t, masters: masters}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -76,7 +86,6 @@ func startCluster(t testing.TB, n int, opts ...clusterOpt) *cluster {
 		<-served
 		c.engine.Close()
 	})
-	c.waitUp(n)
 	return c
 }
 
