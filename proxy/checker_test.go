@@ -312,3 +312,52 @@ func failOnViolations(t *testing.T, res *resource) {
 		t.Error(v)
 	}
 }
+
+// TestCheckerOverlaps tests the checker itself: overlaps with any recorded
+// holding of the key count, in whatever order the holders entered; windows
+// that only touch, or belong to other keys, do not.
+func TestCheckerOverlaps(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	type hold struct {
+		key       string
+		proxy     int
+		from, end int // ms after t0
+	}
+	for _, tc := range []struct {
+		name            string
+		holds           []hold // in the order they enter
+		violations      int
+		cross, handoffs int
+	}{
+		{"one after the other", []hold{{"k", 0, 0, 10}, {"k", 1, 10, 20}, {"k", 0, 20, 30}}, 0, 0, 2},
+		{"other keys", []hold{{"a", 0, 0, 10}, {"b", 1, 5, 20}}, 0, 0, 0},
+		{"overlap", []hold{{"k", 0, 0, 10}, {"k", 1, 5, 20}}, 1, 1, 1},
+		// The later reply entered first: only a real overlap counts.
+		{"entered out of order", []hold{{"k", 0, 20, 30}, {"k", 1, 0, 10}}, 0, 0, 0},
+		{"out of order, overlapping", []hold{{"k", 0, 20, 30}, {"k", 1, 0, 25}}, 1, 1, 0},
+		// Overlapping an earlier holder, not the last one entered.
+		{"not the last", []hold{{"k", 0, 0, 100}, {"k", 0, 100, 110}, {"k", 1, 50, 60}}, 1, 1, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newResource()
+			for i, h := range tc.holds {
+				r.enter(h.key, fmt.Sprint("h", i), h.proxy, at(h.from), at(h.end))
+			}
+			vs, cross := r.snapshot()
+			if len(vs) != tc.violations || cross != tc.cross || r.handoffs != tc.handoffs {
+				t.Errorf("%d violations (%d across proxies), %d hand-overs; want %d (%d), %d: %v",
+					len(vs), cross, r.handoffs, tc.violations, tc.cross, tc.handoffs, vs)
+			}
+		})
+	}
+	// A release moves the window's end: a holder entering after it is no
+	// violation.
+	r := newResource()
+	h := r.enter("k", "a", 0, time.Now(), time.Now().Add(time.Hour))
+	r.leave(h)
+	r.enter("k", "b", 1, time.Now(), time.Now().Add(time.Hour))
+	if vs, _ := r.snapshot(); len(vs) != 0 {
+		t.Errorf("a holder after a release: %v", vs)
+	}
+}
