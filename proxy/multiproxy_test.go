@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,6 +161,11 @@ func TestChaosMultiProxyMutualExclusion(t *testing.T) {
 	res, st, log := runMulti(t, mr)
 	reportChaos(t, res, st, log)
 	failOnViolations(t, res)
+	for _, l := range log {
+		if strings.Contains(l, "failed") {
+			t.Errorf("fault: %s", l)
+		}
+	}
 	if st.acquired.Load() < 100 {
 		t.Fatalf("only %d holds checked: the run proves little", st.acquired.Load())
 	}
