@@ -99,14 +99,15 @@ func (res *Results) multiProxyMarkdown(w io.Writer) {
 		"The figure is that count over the refused attempts sent and answered in the counted window. Holds are read from the masters themselves: "+
 		"every master's MONITOR stream is recorded during the run, and replaying each master's SET NX and DEL in order (MONITOR stamps each with the "+
 		"master's clock, which is this machine's) gives when each token was on a quorum. The replay checks itself: every +OK a worker read must show as "+
-		"its token reaching a quorum between the SET NX being sent and the +OK being read (*unbacked* counts those that do not: 0). "+
+		"its token reaching a quorum between the SET NX being sent and the +OK being read (*unbacked* counts those that do not: 0); "+
+		"*cut short* counts holds whose token fell below a quorum before the holder sent its release (0: a stranger could otherwise get the lock). "+
 		"MONITOR costs the masters CPU (masters' column). Without it (`lockbench -monitor=false`) the figure is estimated from the workers' clock, "+
 		"each hold from the middle of its SET NX's round trip to the middle of its release's; the bounds count a hold only from +OK read to release sent "+
 		"(upper: too many refusals, never too few) or from SET NX sent to release answered (lower: too few, never too many). "+
 		"With 1 proxy, which queues the attempts on a key one behind the other and so splits no vote, the figure must be 0: the measure's control. "+
 		"It is not 0 when a master misses node_timeout (NOQUORUM in the errors): lockproxy then leaves keys on single masters "+
 		"until their TTL, which refuse later attempts while no quorum holds the key.\n\n")
-	fmt.Fprintf(w, "| proxies | master paused | round | acquisitions/s | p50 | p99 | attempts | refused | refused while free | estimate | bounds | unbacked | errors |%s\n"+
+	fmt.Fprintf(w, "| proxies | master paused | round | acquisitions/s | p50 | p99 | attempts | refused | refused while free | estimate | bounds | unbacked / cut short | errors |%s\n"+
 		"|--:|:-:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|%s\n", cpuColumnsHead, cpuColumnsRule)
 	var notes []string
 	truth := false
@@ -115,7 +116,7 @@ func (res *Results) multiProxyMarkdown(w io.Writer) {
 		truth = truth || r.Truth
 		exact, unbacked := "–", "–"
 		if r.Truth {
-			exact, unbacked = fmt.Sprintf("%d (%s)", r.TruthFree, fmtPct(r.TruthShare())), fmt.Sprint(r.Unbacked)
+			exact, unbacked = fmt.Sprintf("%d (%s)", r.TruthFree, fmtPct(r.TruthShare())), fmt.Sprintf("%d / %d", r.Unbacked, r.CutShort)
 		}
 		fmt.Fprintf(w, "| %d | %s | %d | %.0f | %s | %s | %d | %d | %s | %d (%s) | %s – %s | %s | %d |%s\n", r.Proxies, yesNo(r.Paused), r.Round,
 			r.Throughput(), fmtMs(r.Lat.Quantile(0.5)), fmtMs(r.Lat.Quantile(0.99)), r.Attempts, r.Refused, exact,

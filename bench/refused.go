@@ -35,10 +35,9 @@ import (
 //   - Lower: [SET NX sent, release answered], when it may have been held;
 //     an attempt that got no reply (network error, or cut short by the end
 //     of the run) and a release that failed count as holding for the whole
-//     TTL. This
-//     counts too few, never too many: a lower bound. It misses a split
-//     whose next winner sent its SET NX before the split's losers read
-//     their nil, and refusals while a release was under way.
+//     TTL. This counts too few, never too many: a lower bound. It misses a
+//     split whose next winner sent its SET NX before the split's losers
+//     read their nil, and refusals while a release was under way.
 //   - Estimate: from the middle of the granting attempt to the middle of
 //     the release, as if each command were applied half-way through its
 //     round trip (a winner is never queued in lockproxy: whatever waited
@@ -50,7 +49,9 @@ import (
 // judge; the three measures are kept for runs without MONITOR
 // (Config.MultiProxyNoMonitor), and the report shows how far each is from
 // the truth. With one proxy the truth and Lower must be 0, and Estimate
-// about 0.
+// about 0, as long as every master answers within node_timeout (a master
+// that does not leaves keys behind that refuse attempts while no quorum
+// holds the key, whatever the number of proxies).
 
 // Measure names one way of telling holds from the workers' records.
 type Measure int
@@ -62,8 +63,6 @@ const (
 	Lower
 	numMeasures
 )
-
-func (m Measure) String() string { return [...]string{"estimate", "upper bound", "lower bound"}[m] }
 
 // span is an interval of the run's clock, both ends included.
 type span struct{ from, to time.Duration }
