@@ -29,12 +29,17 @@ const (
 type cluster struct {
 	masters []*redisproc.Server
 	proxy   *proxyProc // nil without lockproxy
+	// extra are the further lockproxies of the multiproxy scenario, on the
+	// same masters, started from bin into dir.
+	extra       []*proxyProc
+	bin, dir    string
+	nodeTimeout time.Duration
 }
 
 // startCluster starts n masters under dir and, when proxyBin is not empty,
 // lockproxy on them. On error everything already started is stopped.
 func startCluster(ctx context.Context, dir string, n int, proxyBin string, nodeTimeout time.Duration) (c *cluster, err error) {
-	c = &cluster{}
+	c = &cluster{bin: proxyBin, dir: dir, nodeTimeout: nodeTimeout}
 	defer func() {
 		if err != nil {
 			c.close()
@@ -48,19 +53,38 @@ func startCluster(ctx context.Context, dir string, n int, proxyBin string, nodeT
 	if proxyBin == "" {
 		return c, nil
 	}
+	c.proxy, err = startProxy(ctx, proxyBin, filepath.Join(dir, "lockproxy"), c.masterAddrs(), nodeTimeout)
+	return c, err
+}
+
+func (c *cluster) masterAddrs() []string {
 	addrs := make([]string, len(c.masters))
 	for i, m := range c.masters {
 		addrs[i] = m.Addr
 	}
-	c.proxy, err = startProxy(ctx, proxyBin, filepath.Join(dir, "lockproxy"), addrs, nodeTimeout)
-	return c, err
+	return addrs
+}
+
+// startExtraProxy starts one more lockproxy on the cluster's masters, with
+// the first one's settings; close stops it.
+func (c *cluster) startExtraProxy(ctx context.Context) (*proxyProc, error) {
+	if c.bin == "" {
+		return nil, errors.New("bench: no lockproxy binary")
+	}
+	dir := filepath.Join(c.dir, fmt.Sprintf("lockproxy-%d", len(c.extra)+2))
+	p, err := startProxy(ctx, c.bin, dir, c.masterAddrs(), c.nodeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	c.extra = append(c.extra, p)
+	return p, nil
 }
 
 // meter returns a cpuMeter over the cluster's processes.
 func (c *cluster) meter() *cpuMeter {
 	m := &cpuMeter{}
 	if c.proxy != nil {
-		m.proxyPid = c.proxy.pid()
+		m.proxyPids = []int{c.proxy.pid()}
 	}
 	for _, s := range c.masters {
 		m.masterPids = append(m.masterPids, s.Pid())
@@ -71,6 +95,9 @@ func (c *cluster) meter() *cpuMeter {
 // close stops lockproxy, then every master (which also resumes a paused one).
 func (c *cluster) close() error {
 	var errs []error
+	for _, p := range c.extra {
+		errs = append(errs, p.stop())
+	}
 	if c.proxy != nil {
 		errs = append(errs, c.proxy.stop())
 	}

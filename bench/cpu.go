@@ -48,7 +48,8 @@ func parseStat(b []byte) (time.Duration, error) {
 type CPU struct {
 	// Wall is the measured interval the CPU times refer to.
 	Wall time.Duration
-	// Proxy is lockproxy's CPU time; -1 when no lockproxy was running.
+	// Proxy is lockproxy's CPU time (of every lockproxy measured); -1 when
+	// no lockproxy was running.
 	Proxy time.Duration
 	// Masters holds each master's CPU time, in master order.
 	Masters []time.Duration
@@ -87,7 +88,7 @@ func (c CPU) Cores(d time.Duration) float64 {
 // cannot be read (a process that exited) counts as 0, so a dead process shows
 // as idle instead of failing the run.
 type cpuMeter struct {
-	proxyPid   int   // 0 when no lockproxy runs
+	proxyPids  []int // none when no lockproxy runs
 	masterPids []int // in master order
 }
 
@@ -101,8 +102,9 @@ type cpuSnap struct {
 
 func (m *cpuMeter) snap() cpuSnap {
 	s := cpuSnap{at: time.Now(), masters: make([]time.Duration, len(m.masterPids))}
-	if m.proxyPid > 0 {
-		s.proxy, _ = procCPU(m.proxyPid)
+	for _, pid := range m.proxyPids {
+		d, _ := procCPU(pid)
+		s.proxy += d
 	}
 	for i, pid := range m.masterPids {
 		s.masters[i], _ = procCPU(pid)
@@ -115,7 +117,7 @@ func (m *cpuMeter) snap() cpuSnap {
 // client.
 func (m *cpuMeter) since(s0, s1 cpuSnap) CPU {
 	c := CPU{Wall: s1.at.Sub(s0.at), Proxy: -1, Client: s1.self - s0.self}
-	if m.proxyPid > 0 {
+	if len(m.proxyPids) > 0 {
 		c.Proxy = s1.proxy - s0.proxy
 	}
 	c.Masters = make([]time.Duration, len(s0.masters))

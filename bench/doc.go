@@ -18,12 +18,17 @@
 //     compare-and-delete script), 16 and 64 workers, per target;
 //  3. hot key: 64 workers contend for one key, hold it 1ms, release;
 //  4. degraded: scenario 2 at 64 workers through lockproxy with one master
-//     paused (SIGSTOP), compared with the unpaused figure.
+//     paused (SIGSTOP), compared with the unpaused figure;
+//  5. multiproxy: 1, 2 and 3 lockproxy processes on the same masters, 32
+//     workers spread over them contending on 2 keys, then 1 and 3 with a
+//     master paused: acquisitions/s, acquire latency, and the attempts
+//     refused while the key was free (split votes between proxies), read
+//     from the masters' own MONITOR streams (refused.go, truth.go).
 //
-// Scenarios 1 and 2 repeat in Config.Rounds rounds (default 3), each target
-// once per round, back to back; their target ratios are the median of the
-// rounds' ratios, because one run of each swings by about ±10% on a shared
-// 2-core machine.
+// Scenarios 1, 2 and 5 repeat in Config.Rounds rounds (default 3), each
+// target or variant once per round, back to back; their targets are judged
+// on the median round, because one run of each swings by about ±10% on a
+// shared 2-core machine.
 //
 // Each run records throughput, acquire latency quantiles and the CPU time of
 // every process involved (from /proc/<pid>/stat). Results.WriteReport renders

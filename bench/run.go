@@ -21,11 +21,13 @@ const (
 	ScenarioAcquireRelease = "acquire-release"
 	ScenarioHotKey         = "hotkey"
 	ScenarioDegraded       = "degraded"
+	ScenarioMultiProxy     = "multiproxy"
 )
 
-// AllScenarios lists the scenarios in the order Run runs them. Degraded is
-// last: it pauses a master, which may leave lockproxy's view of it changed.
-var AllScenarios = []string{ScenarioRedisBenchmark, ScenarioAcquireRelease, ScenarioHotKey, ScenarioDegraded}
+// AllScenarios lists the scenarios in the order Run runs them. Degraded and
+// multiproxy come last: they pause a master, which may leave lockproxy's
+// view of it changed.
+var AllScenarios = []string{ScenarioRedisBenchmark, ScenarioAcquireRelease, ScenarioHotKey, ScenarioDegraded, ScenarioMultiProxy}
 
 // Config says what Run measures. The zero value of every field means its
 // documented default.
@@ -40,8 +42,8 @@ type Config struct {
 	// Workers are the worker counts of the acquire-release scenario.
 	// Default 16 and 64. The degraded scenario uses the largest.
 	Workers []int
-	// Rounds repeats scenarios 1 and 2, every target once per round, one
-	// right after the other, and the ratios of the targets are judged on
+	// Rounds repeats scenarios 1, 2 and 5, every target (variant) once per
+	// round, one right after the other, and the targets are judged on
 	// their median over the rounds: on this shared 2-core machine one run
 	// of each swings by ±10%. Default 3.
 	Rounds int
@@ -50,6 +52,20 @@ type Config struct {
 	// Keys is the random key space of acquire-release and redis-benchmark.
 	// Default 100000.
 	Keys int
+	// MultiProxies is the largest number of lockproxies of the multiproxy
+	// scenario: it runs with 1 to MultiProxies, then 1 and MultiProxies
+	// with one master paused. Default 3.
+	MultiProxies int
+	// MultiWorkers and MultiKeys are the workers of the multiproxy
+	// scenario, spread evenly over the proxies, and the keys they contend
+	// on. Default 32 and 2.
+	MultiWorkers, MultiKeys int
+	// MultiProxyNoMonitor turns off the recording of the masters' MONITOR
+	// streams during the multiproxy runs, which gives the exact
+	// refused-while-free figure (truth.go) at some CPU cost to the
+	// masters; without it the report judges the estimate from the
+	// workers' clock (refused.go).
+	MultiProxyNoMonitor bool
 	// Scenarios selects scenarios by name; empty means AllScenarios.
 	Scenarios []string
 	// Targets selects targets; empty means AllTargets. Without Lockproxy,
@@ -90,6 +106,15 @@ func (c Config) withDefaults() Config {
 	if c.Keys <= 0 {
 		c.Keys = 100000
 	}
+	if c.MultiProxies <= 0 {
+		c.MultiProxies = 3
+	}
+	if c.MultiWorkers <= 0 {
+		c.MultiWorkers = 32
+	}
+	if c.MultiKeys <= 0 {
+		c.MultiKeys = 2
+	}
 	if len(c.Scenarios) == 0 {
 		c.Scenarios = AllScenarios
 	}
@@ -120,6 +145,8 @@ type Results struct {
 	// Degraded is scenario 4 (nil when not run) and DegradedBase the
 	// unpaused figure it is compared with.
 	Degraded, DegradedBase *LoadResult
+	// MultiProxy holds scenario 5, every round.
+	MultiProxy []MultiProxyResult
 	// Errors are the failures of single runs; the other runs went on.
 	Errors []string
 }
@@ -182,6 +209,8 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			r.hotKey(ctx)
 		case ScenarioDegraded:
 			r.degraded(ctx)
+		case ScenarioMultiProxy:
+			r.multiProxy(ctx)
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -27,12 +27,13 @@ import (
 // cluster is n real masters with a lockproxy in front, all started by the
 // test and stopped by its cleanup.
 type cluster struct {
-	t         testing.TB
-	masters   []*redisproc.Server
-	engine    *quorum.Engine
-	srv       *proxy.Server
-	addr      string
-	clientTLS *tls.Config // the clients' side of a TLS listener; nil: plain TCP
+	t          testing.TB
+	masters    []*redisproc.Server
+	engine     *quorum.Engine
+	srv        *proxy.Server
+	addr       string
+	clientTLS  *tls.Config // the clients' side of a TLS listener; nil: plain TCP
+	quarantine bool        // the engine runs the restart quarantine
 }
 
 type clusterOpt func(*proxy.Config, *quorum.Config)
@@ -60,7 +61,21 @@ func transports(t *testing.T, f func(t *testing.T, start func(t testing.TB, n in
 
 func startClusterWith(t testing.TB, n int, useTLS bool, opts ...clusterOpt) *cluster {
 	t.Helper()
-	c := &cluster{t: t, masters: redisproc.ForTest(t, n)}
+	c := startFront(t, redisproc.ForTest(t, n), useTLS, opts...)
+	c.waitUp(n)
+	if !c.quarantine {
+		// Votes count once each master's eviction policy was read.
+		c.waitVoting(n)
+	}
+	return c
+}
+
+// startFront starts a lockproxy in this process in front of masters that
+// the test started (several lockproxies may share them) and stops it with
+// the test. It does not wait for the masters.
+func startFront(t testing.TB, masters []*redisproc.Server, useTLS bool, opts ...clusterOpt) *cluster {
+	t.Helper()
+	c := &cluster{t: t, masters: masters}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -112,11 +127,7 @@ func startClusterWith(t testing.TB, n int, useTLS bool, opts ...clusterOpt) *clu
 		<-served
 		c.engine.Close()
 	})
-	c.waitUp(n)
-	if !qc.Quarantine {
-		// Votes count once each master's eviction policy was read.
-		c.waitVoting(n)
-	}
+	c.quarantine = qc.Quarantine
 	return c
 }
 
