@@ -85,11 +85,13 @@ func npmCI() string {
 	return ""
 }
 
-// runNode runs a script of nodeDir against the shared lockproxy.
-func (e *env) runNode(t *testing.T, script string) {
+// runNode runs a script of nodeDir against e (node SCRIPT PORT PREFIX
+// ARGS…).
+func (e *env) runNode(t *testing.T, script string, args ...string) {
 	t.Helper()
 	requireNodeModules(t)
-	e.runDriven(t, 30*time.Second, "node", filepath.Join(nodeDir, script), port(e.addr), prefixOf(t))
+	argv := append([]string{filepath.Join(nodeDir, script), port(e.addr), prefixOf(t)}, args...)
+	e.runDriven(t, 30*time.Second, "node", argv...)
 	must(t, e.checkKeys(t, prefixOf(t)))
 }
 
