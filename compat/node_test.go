@@ -116,7 +116,8 @@ func TestNodeLockfileCommitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pkg := range []string{`"node_modules/redlock"`, `"node_modules/ioredis-lock"`, `"node_modules/ioredis"`} {
+	for _, pkg := range []string{`"node_modules/redlock"`, `"node_modules/ioredis-lock"`, `"node_modules/ioredis"`,
+		`"node_modules/redis-semaphore"`, `"node_modules/@sesamecare-oss/redlock"`} {
 		if !strings.Contains(string(b), pkg) {
 			t.Errorf("package-lock.json does not pin %s", pkg)
 		}
