@@ -1,6 +1,12 @@
 package compat
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	zredis "github.com/zeromicro/go-zero/core/stores/redis"
+)
 
 // Lock libraries that lockproxy serves only once it understands scripts by
 // what they do (issue 13): their scripts are not in the catalog, so today
@@ -23,6 +29,7 @@ var libDrivers = []struct {
 }{
 	{"redis-semaphore_Mutex", func(t *testing.T, e *env) { e.runNode(t, "redis_semaphore.js", "mutex") }},
 	{"redis-semaphore_RedlockMutex", func(t *testing.T, e *env) { e.runNode(t, "redis_semaphore.js", "redlock") }},
+	{"go-zero_RedisLock", driveGoZero},
 	{"sesamecare-redlock", func(t *testing.T, e *env) { e.runNode(t, "sesame_redlock.js") }},
 }
 
@@ -37,4 +44,95 @@ func TestLibsPlainRedis(t *testing.T) {
 			d.run(t, e)
 		})
 	}
+}
+
+// driveGoZero: go-zero v1.10.3's core/stores/redis RedisLock. Its one
+// script acquires the lock or, for its holder, sets the TTL again (so
+// Acquire is also its extend), and answers the bulk string "OK"; the TTL is
+// SetExpire's seconds*1000 + 500 ms.
+func driveGoZero(t *testing.T, e *env) {
+	r := zredis.New(e.addr)
+	key := prefixOf(t) + "lock"
+	newLock := func(seconds int) *zredis.RedisLock {
+		l := zredis.NewRedisLock(r, key)
+		l.SetExpire(seconds)
+		return l
+	}
+	acquire := func(l *zredis.RedisLock, want bool, what string) {
+		t.Helper()
+		if ok, err := l.Acquire(); ok != want || err != nil {
+			t.Fatalf("%s: Acquire = %v, %v; want %v, nil", what, ok, err, want)
+		}
+	}
+	release := func(l *zredis.RedisLock, want bool, what string) {
+		t.Helper()
+		if ok, err := l.Release(); ok != want || err != nil {
+			t.Fatalf("%s: Release = %v, %v; want %v, nil", what, ok, err, want)
+		}
+	}
+
+	a := newLock(10)
+	acquire(a, true, "free lock")
+	must(t, e.checkHeld(t, key, goZeroID(a)))
+	must(t, e.checkPTTL(t, key, 9500, 10500))
+
+	b := newLock(10)
+	acquire(b, false, "held lock")
+	must(t, e.checkHeld(t, key, goZeroID(a)))
+
+	// A stranger's release does nothing, nor does its Acquire (go-zero's
+	// extend) move the TTL.
+	e.shorten(t, key, "3000")
+	release(b, false, "a stranger's release")
+	acquire(b, false, "a stranger's re-acquire")
+	must(t, e.checkHeld(t, key, goZeroID(a)))
+	must(t, e.checkPTTL(t, key, 1, 3000))
+
+	// The holder's Acquire extends: the TTL moves back up.
+	acquire(a, true, "the holder's re-acquire")
+	must(t, e.checkHeld(t, key, goZeroID(a)))
+	must(t, e.checkPTTL(t, key, 9500, 10500))
+
+	release(a, true, "the holder's release")
+	must(t, e.checkGone(t, key))
+	release(a, false, "a second release")
+	acquire(b, true, "a released lock")
+	must(t, e.checkHeld(t, key, goZeroID(b)))
+	release(b, true, "the holder's release")
+	must(t, e.checkGone(t, key))
+
+	// Expiry: go-zero has no waiting acquire; poll as its users do.
+	short := newLock(1) // 1500 ms
+	acquire(short, true, "free lock")
+	must(t, e.checkHeld(t, key, goZeroID(short)))
+	must(t, e.checkPTTL(t, key, 1, 1500))
+	waiter := newLock(10)
+	start := time.Now()
+	for {
+		ok, err := waiter.Acquire()
+		if err != nil {
+			t.Fatalf("waiting Acquire: %v", err)
+		}
+		if ok {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("a lock held for 1.5s was still refused after 5s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if waited := time.Since(start); waited < 700*time.Millisecond {
+		t.Fatalf("a lock held for 1.5s was taken after %v", waited)
+	}
+	must(t, e.checkHeld(t, key, goZeroID(waiter)))
+	release(short, false, "the expired holder's release")
+	must(t, e.checkHeld(t, key, goZeroID(waiter)))
+	release(waiter, true, "the holder's release")
+	must(t, e.checkKeys(t, prefixOf(t)))
+}
+
+// goZeroID is the token RedisLock l writes: go-zero keeps it unexported,
+// and the checks need to know the masters hold this lock's, not any.
+func goZeroID(l *zredis.RedisLock) string {
+	return reflect.ValueOf(l).Elem().FieldByName("id").String()
 }
