@@ -1,7 +1,10 @@
 package compat
 
 import (
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +33,8 @@ var libDrivers = []struct {
 	{"redis-semaphore_Mutex", func(t *testing.T, e *env) { e.runNode(t, "redis_semaphore.js", "mutex") }},
 	{"redis-semaphore_RedlockMutex", func(t *testing.T, e *env) { e.runNode(t, "redis_semaphore.js", "redlock") }},
 	{"go-zero_RedisLock", driveGoZero},
+	{"symfony-lock_phpredis", func(t *testing.T, e *env) { e.runSymfony(t, "phpredis") }},
+	{"symfony-lock_predis", func(t *testing.T, e *env) { e.runSymfony(t, "predis") }},
 	{"sesamecare-redlock", func(t *testing.T, e *env) { e.runNode(t, "sesame_redlock.js") }},
 }
 
@@ -135,4 +140,38 @@ func driveGoZero(t *testing.T, e *env) {
 // and the checks need to know the masters hold this lock's, not any.
 func goZeroID(l *zredis.RedisLock) string {
 	return reflect.ValueOf(l).Elem().FieldByName("id").String()
+}
+
+// debianPHP runs the Symfony driver: Debian's PHP, with Debian's
+// php-symfony-lock, php-redis and php-nrk-predis.
+const debianPHP = "/usr/bin/php"
+
+const phpInstall = "apt-get install -y php-cli php-symfony-lock php-redis php-nrk-predis"
+
+// requireSymfonyLock fails t (never skips) when PHP, Symfony Lock or the
+// client (phpredis or predis) is missing, saying how to install them.
+func requireSymfonyLock(t *testing.T, client string) {
+	t.Helper()
+	probe := map[string]string{
+		"phpredis": `echo "phpredis ", phpversion("redis");`,
+		"predis":   `require "/usr/share/php/Predis/autoload.php"; echo "predis ", Predis\Client::VERSION;`,
+	}[client]
+	code := `require "/usr/share/php/Symfony/Component/Lock/autoload.php";
+if (!class_exists("Symfony\\Component\\Lock\\Store\\RedisStore")) { fwrite(STDERR, "no Symfony RedisStore"); exit(1); }
+if (!extension_loaded("redis") && "` + client + `" === "phpredis") { fwrite(STDERR, "no redis extension"); exit(1); }
+` + probe
+	out, err := exec.Command(debianPHP, "-r", code).CombinedOutput()
+	if err != nil {
+		t.Fatalf("Symfony Lock with %s for %s is missing (%v: %s); install it with:\n  %s\n(.ci/run installs it)", client, debianPHP, err, strings.TrimSpace(string(out)), phpInstall)
+	}
+	t.Logf("%s: %s", debianPHP, strings.TrimSpace(string(out)))
+}
+
+// runSymfony runs php/symfony_lock.php against e with client "phpredis" or
+// "predis".
+func (e *env) runSymfony(t *testing.T, client string) {
+	t.Helper()
+	requireSymfonyLock(t, client)
+	e.runDriven(t, 30*time.Second, debianPHP, filepath.Join("php", "symfony_lock.php"), port(e.addr), prefixOf(t), client)
+	must(t, e.checkKeys(t, prefixOf(t)))
 }
