@@ -39,16 +39,24 @@ var libDrivers = []struct {
 }
 
 // TestLibsPlainRedis: every driver of libDrivers against one plain
-// redis-server.
+// redis-server, and every script they send is one of the bodies kept for
+// the analyzer's tests in proxy/analyze/testdata/libs, byte for byte.
 func TestLibsPlainRedis(t *testing.T) {
 	t.Parallel()
 	e := plainRedis(t)
-	for _, d := range libDrivers {
-		t.Run(d.name, func(t *testing.T) {
-			t.Parallel()
-			d.run(t, e)
-		})
+	capture := e.monitorScripts(t)
+	t.Run("drivers", func(t *testing.T) {
+		for _, d := range libDrivers {
+			t.Run(d.name, func(t *testing.T) {
+				t.Parallel()
+				d.run(t, e)
+			})
+		}
+	})
+	if t.Failed() {
+		return
 	}
+	checkCapturedScripts(t, capture())
 }
 
 // driveGoZero: go-zero v1.10.3's core/stores/redis RedisLock. Its one
