@@ -105,7 +105,9 @@ func setup(t *testing.T) *env {
 // plainRedis returns the environment of one plain redis-server, no
 // lockproxy: clients dial the master itself, and the checks read it alone
 // (a quorum of 1). Drivers run there to show they pass against the Redis
-// their library was written for. Tests share it by key prefix, like setup.
+// their library was written for. Tests share it by key prefix, like setup;
+// TestLibsPlainRedis watches every script sent to it (MONITOR), so a test
+// that sends scripts of other libraries there must say so to that check.
 func plainRedis(t *testing.T) *env {
 	t.Helper()
 	plainOnce.Do(func() {
