@@ -4,8 +4,14 @@
 // redis-benchmark) through an in-process lockproxy in front of 5 real
 // redis-server masters, and check what the masters hold after each step.
 //
-// The package has no code of its own outside its tests. The Python and
-// Node scripts it runs live in python/ and node/; node/package-lock.json
-// pins the npm packages, installed by the tests with npm ci. A missing
-// interpreter or package fails the suite with the command that installs it.
+// The libraries that wait for lockproxy to understand scripts by what they
+// do (redis-semaphore, go-zero, Symfony Lock, @sesamecare-oss/redlock) run
+// against one plain redis-server (TestLibsPlainRedis), and through lockproxy
+// only with -tags analyzer (TestLibsThroughLockproxy).
+//
+// The package has no code of its own outside its tests. The Python, Node
+// and PHP scripts it runs live in python/, node/ and php/;
+// node/package-lock.json pins the npm packages, installed by the tests with
+// npm ci. A missing interpreter or package fails the suite with the command
+// that installs it.
 package compat

@@ -21,6 +21,11 @@ import (
 //	CHECK gone KEY            KEY is on no master
 //	CHECK pttl KEY LO HI      PTTL KEY is within [LO, HI] ms on a quorum
 //	CHECK keys PREFIX K1 K2…  every master holds exactly K1 K2… under PREFIX
+//	CHECK shorten KEY MS      sets PTTL KEY to MS on every master, as if time
+//	                          had passed, so that an extend visibly moves it
+//
+// TOKEN is a string lock's value, or the members (fields) of a sorted-set
+// (hash) lock joined by ",".
 //
 // A failed check fails the test and kills the script. Other stdout lines
 // are logged. The script asserts what the library returns itself and exits
@@ -84,7 +89,7 @@ func (e *env) runDriven(t *testing.T, timeout time.Duration, name string, args .
 
 func (e *env) checkpoint(t *testing.T, f []string) error {
 	t.Helper()
-	argc := map[string]int{"held": 2, "gone": 1, "pttl": 3}
+	argc := map[string]int{"held": 2, "gone": 1, "pttl": 3, "shorten": 2}
 	if n, ok := argc[f[0]]; ok && len(f)-1 != n {
 		return fmt.Errorf("%s takes %d arguments", f[0], n)
 	}
@@ -100,6 +105,16 @@ func (e *env) checkpoint(t *testing.T, f []string) error {
 			return fmt.Errorf("pttl bounds %q %q are not integers", f[2], f[3])
 		}
 		return e.checkPTTL(t, f[1], lo, hi)
+	case "shorten":
+		if _, err := strconv.ParseInt(f[2], 10, 64); err != nil {
+			return fmt.Errorf("shorten to %q: not an integer", f[2])
+		}
+		for i := range e.masters {
+			if v := e.do(t, i, "PEXPIRE", f[1], f[2]); v != "1" {
+				return fmt.Errorf("PEXPIRE %s %s on master %d = %s", f[1], f[2], i, v)
+			}
+		}
+		return nil
 	case "keys":
 		if len(f) < 2 {
 			return fmt.Errorf("keys needs a prefix")

@@ -31,17 +31,33 @@ const (
 // out of each other's way by key prefix (prefixOf), so they may run in
 // parallel; a test that needs another configuration starts its own
 // lockproxy on the same masters (startProxy).
+//
+// The same checks also run against one plain redis-server without
+// lockproxy (plainRedis): there a driver proves that it drives its library
+// correctly, so that a failure through lockproxy is lockproxy's.
 type env struct {
 	masters []*redisproc.Server
-	addr    string // the shared lockproxy, 127.0.0.1:port
+	addr    string // what clients dial: the shared lockproxy, or the plain master itself
+	quorum  int    // masters that must agree: q behind lockproxy, 1 for plain redis
 }
 
 var (
 	sharedOnce sync.Once
 	shared     *env
 	sharedErr  error
-	sharedStop []func() // run by TestMain after the tests, last first
+	plainOnce  sync.Once
+	plain      *env
+	plainErr   error
+	sharedStop []func() // run by TestMain after the tests, last first; guarded by stopMu
+	stopMu     sync.Mutex
 )
+
+// atStop registers f to run after all tests (TestMain).
+func atStop(f func()) {
+	stopMu.Lock()
+	defer stopMu.Unlock()
+	sharedStop = append(sharedStop, f)
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -61,13 +77,13 @@ func setup(t *testing.T) *env {
 			sharedErr = err
 			return
 		}
-		sharedStop = append(sharedStop, func() { os.RemoveAll(dir) })
+		atStop(func() { os.RemoveAll(dir) })
 		masters, err := redisproc.StartN(dir, nMasters)
 		if err != nil {
 			sharedErr = fmt.Errorf("starting %d redis-server masters (apt-get install -y redis-server; .ci/run does): %w", nMasters, err)
 			return
 		}
-		sharedStop = append(sharedStop, func() {
+		atStop(func() {
 			for _, m := range masters {
 				m.Stop()
 			}
@@ -77,13 +93,42 @@ func setup(t *testing.T) *env {
 			sharedErr = err
 			return
 		}
-		sharedStop = append(sharedStop, stop)
-		shared = &env{masters: masters, addr: addr}
+		atStop(stop)
+		shared = &env{masters: masters, addr: addr, quorum: q}
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
 	}
 	return shared
+}
+
+// plainRedis returns the environment of one plain redis-server, no
+// lockproxy: clients dial the master itself, and the checks read it alone
+// (a quorum of 1). Drivers run there to show they pass against the Redis
+// their library was written for. Tests share it by key prefix, like setup;
+// TestLibsPlainRedis watches every script sent to it (MONITOR), so a test
+// that sends scripts of other libraries there must say so to that check.
+func plainRedis(t *testing.T) *env {
+	t.Helper()
+	plainOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "lockproxy-compat-plain-")
+		if err != nil {
+			plainErr = err
+			return
+		}
+		atStop(func() { os.RemoveAll(dir) })
+		masters, err := redisproc.StartN(dir, 1)
+		if err != nil {
+			plainErr = fmt.Errorf("starting a plain redis-server (apt-get install -y redis-server; .ci/run does): %w", err)
+			return
+		}
+		atStop(func() { masters[0].Stop() })
+		plain = &env{masters: masters, addr: masters[0].Addr, quorum: 1}
+	})
+	if plainErr != nil {
+		t.Fatal(plainErr)
+	}
+	return plain
 }
 
 // proxyFor starts a lockproxy of its own for t on the shared masters, with
@@ -187,14 +232,47 @@ func (e *env) do(t *testing.T, i int, args ...string) string {
 	return v
 }
 
-// values returns GET key on each master, "(nil)" where it is missing.
+// values returns the holder of key on each master, "(nil)" where it is
+// missing: a string's value; for the locks that are not strings, the
+// members of a sorted set (Symfony's RedisStore) or the fields of a hash,
+// sorted and joined by ",".
 func (e *env) values(t *testing.T, key string) []string {
 	t.Helper()
 	out := make([]string, len(e.masters))
 	for i := range e.masters {
-		out[i] = e.do(t, i, "GET", key)
+		out[i] = e.holder(t, i, key)
 	}
 	return out
+}
+
+func (e *env) holder(t *testing.T, i int, key string) string {
+	t.Helper()
+	v, err := e.masters[i].Do("GET", key)
+	if err == nil {
+		return v
+	}
+	if !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Fatalf("master %d (%s): GET %s: %v", i, e.masters[i].Addr, key, err)
+	}
+	var members string
+	switch typ := e.do(t, i, "TYPE", key); typ {
+	case "none", "string": // changed since the GET
+		return e.holder(t, i, key)
+	case "zset":
+		members = e.do(t, i, "ZRANGE", key, "0", "-1")
+	case "hash":
+		members = e.do(t, i, "HKEYS", key)
+	default:
+		t.Fatalf("%s on master %d is a %s, not a lock", key, i, typ)
+	}
+	return sortedList(strings.Fields(members))
+}
+
+// sortedList joins xs, sorted, with ",": a set of holders as one word.
+func sortedList(xs []string) string {
+	xs = append([]string(nil), xs...)
+	sort.Strings(xs)
+	return strings.Join(xs, ",")
 }
 
 // pttls returns PTTL key on each master in ms (-2: missing).
@@ -237,15 +315,17 @@ func count[T comparable](xs []T, f func(T) bool) int {
 
 // checkHeld: a client was just told it holds key with token, so a quorum
 // of masters holds it now, and all of them soon (the masters past the
-// quorum get the same write in the same batch).
+// quorum get the same write in the same batch). For a sorted-set or hash
+// lock, token lists its members or fields, joined by "," in any order.
 func (e *env) checkHeld(t *testing.T, key, token string) error {
 	t.Helper()
-	is := func(v string) bool { return v == token }
-	if got := e.values(t, key); count(got, is) < q {
-		return fmt.Errorf("%s = %q on %d masters, want a quorum (%d): %q", key, token, count(got, is), q, got)
+	members := sortedList(strings.Split(token, ","))
+	is := func(v string) bool { return v == token || v == members }
+	if got := e.values(t, key); count(got, is) < e.quorum {
+		return fmt.Errorf("%s = %q on %d masters, want a quorum (%d): %q", key, token, count(got, is), e.quorum, got)
 	}
-	if !poll(func() bool { return count(e.values(t, key), is) == nMasters }) {
-		return fmt.Errorf("%s = %q on fewer than all %d healthy masters: %q", key, token, nMasters, e.values(t, key))
+	if !poll(func() bool { return count(e.values(t, key), is) == len(e.masters) }) {
+		return fmt.Errorf("%s = %q on fewer than all %d healthy masters: %q", key, token, len(e.masters), e.values(t, key))
 	}
 	return nil
 }
@@ -263,8 +343,8 @@ func (e *env) checkGone(t *testing.T, key string) error {
 func (e *env) checkPTTL(t *testing.T, key string, lo, hi int64) error {
 	t.Helper()
 	got := e.pttls(t, key)
-	if n := count(got, func(v int64) bool { return lo <= v && v <= hi }); n < q {
-		return fmt.Errorf("PTTL %s in [%d, %d] ms on %d masters, want a quorum (%d): %v", key, lo, hi, n, q, got)
+	if n := count(got, func(v int64) bool { return lo <= v && v <= hi }); n < e.quorum {
+		return fmt.Errorf("PTTL %s in [%d, %d] ms on %d masters, want a quorum (%d): %v", key, lo, hi, n, e.quorum, got)
 	}
 	return nil
 }

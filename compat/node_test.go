@@ -85,11 +85,13 @@ func npmCI() string {
 	return ""
 }
 
-// runNode runs a script of nodeDir against the shared lockproxy.
-func (e *env) runNode(t *testing.T, script string) {
+// runNode runs a script of nodeDir against e (node SCRIPT PORT PREFIX
+// ARGS…).
+func (e *env) runNode(t *testing.T, script string, args ...string) {
 	t.Helper()
 	requireNodeModules(t)
-	e.runDriven(t, 30*time.Second, "node", filepath.Join(nodeDir, script), port(e.addr), prefixOf(t))
+	argv := append([]string{filepath.Join(nodeDir, script), port(e.addr), prefixOf(t)}, args...)
+	e.runDriven(t, 30*time.Second, "node", argv...)
 	must(t, e.checkKeys(t, prefixOf(t)))
 }
 
@@ -114,7 +116,8 @@ func TestNodeLockfileCommitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pkg := range []string{`"node_modules/redlock"`, `"node_modules/ioredis-lock"`, `"node_modules/ioredis"`} {
+	for _, pkg := range []string{`"node_modules/redlock"`, `"node_modules/ioredis-lock"`, `"node_modules/ioredis"`,
+		`"node_modules/redis-semaphore"`, `"node_modules/@sesamecare-oss/redlock"`} {
 		if !strings.Contains(string(b), pkg) {
 			t.Errorf("package-lock.json does not pin %s", pkg)
 		}
