@@ -137,7 +137,11 @@ func (ks *keyspace) stop() {
 func (ks *keyspace) onEvent(h *Hub, ev Event) {
 	switch ev.Type {
 	case EventSet:
+		// A SET with an expiry notifies set, then expire, in Redis.
 		h.notify(NotifyString, "set", ev.Key)
+		if ev.TTL > 0 {
+			h.notify(NotifyGeneric, "expire", ev.Key)
+		}
 		ks.schedule(h, ev.Key, ev.TTL)
 	case EventExpire:
 		h.notify(NotifyGeneric, "expire", ev.Key)
@@ -176,6 +180,20 @@ func (ks *keyspace) schedule(h *Hub, key string, ttl time.Duration) {
 		ks.byKey[key] = e
 	}
 	ks.arm(h)
+}
+
+// ScheduleExpiry arranges an expired notification for key as if a set
+// with this remaining ttl had just been heard of, replacing any earlier
+// one; ttl <= 0 cancels. It notifies nothing else. The proxy can call it
+// for a key a client starts listening to (__keyspace@0__:<key>) with the
+// key's quorum PTTL, to cover locks granted before this proxy started,
+// whose events it never heard.
+func (h *Hub) ScheduleExpiry(key string, ttl time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closed {
+		h.ks.schedule(h, key, ttl)
+	}
 }
 
 func (ks *keyspace) cancel(key string) {

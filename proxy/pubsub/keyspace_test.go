@@ -27,6 +27,22 @@ func TestKeyspaceEventsLikeRedis(t *testing.T) {
 			t.Errorf("%q: we render %q, redis %q", in, f.String(), got)
 		}
 	}
+
+	// What one Redis notifies for a lock's life, which the hub mirrors
+	// for EventSet and EventDel.
+	do(t, m, "CONFIG", "SET", "notify-keyspace-events", "KA")
+	sub := dialRaw(t, m.Addr)
+	sub.send(t, "SUBSCRIBE", "__keyspace@0__:gt")
+	sub.next(t)
+	do(t, m, "SET", "gt", "token", "NX", "PX", "100000")
+	do(t, m, "DEL", "gt")
+	var got []string
+	for range 3 {
+		got = append(got, string(sub.next(t).elems[2]))
+	}
+	if fmt.Sprint(got) != "[set expire del]" {
+		t.Fatalf("redis notifies %q for SET NX PX and DEL", got)
+	}
 }
 
 // Keyspace notifications are synthesized from events, once per logical
@@ -105,9 +121,12 @@ func TestKeyspaceNotificationsFromEvents(t *testing.T) {
 	wantCount(t, "expired (lock:1, lock:3)", expired, 2)
 	want := []string{
 		"__keyspace@0__:lock:*>__keyspace@0__:lock:1=set",
+		"__keyspace@0__:lock:*>__keyspace@0__:lock:1=expire",
 		"__keyspace@0__:lock:*>__keyspace@0__:lock:2=set",
+		"__keyspace@0__:lock:*>__keyspace@0__:lock:2=expire",
 		"__keyspace@0__:lock:*>__keyspace@0__:lock:2=del",
 		"__keyspace@0__:lock:*>__keyspace@0__:lock:3=set",
+		"__keyspace@0__:lock:*>__keyspace@0__:lock:3=expire",
 		"__keyspace@0__:lock:*>__keyspace@0__:lock:3=expire",
 		"__keyspace@0__:lock:*>__keyspace@0__:lock:1=expired",
 		"__keyspace@0__:lock:*>__keyspace@0__:lock:3=expired",
@@ -123,6 +142,15 @@ func TestKeyspaceNotificationsFromEvents(t *testing.T) {
 	}
 	if st := a.Stats(); st.Expiries != 0 || st.Events != 5 {
 		t.Fatalf("stats %+v", st)
+	}
+
+	// ScheduleExpiry: for a lock granted before this proxy heard of it.
+	a.ScheduleExpiry("lock:8", time.Hour)
+	a.ScheduleExpiry("lock:8", 0) // cancelled
+	a.ScheduleExpiry("lock:9", ttl)
+	wantCount(t, "expired (lock:9)", expired, 3)
+	if got := expired.payloads()[2]; got != "__keyevent@0__:expired=lock:9" {
+		t.Fatalf("got %q", got)
 	}
 }
 
