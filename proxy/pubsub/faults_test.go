@@ -203,3 +203,33 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("a hub with a wrong password connected: %+v", st)
 	}
 }
+
+// An ACL user: a refused CLIENT SETNAME costs only the name; a channel the
+// user may not read stays unconfirmed (counted, logged once) while the
+// others work. No password where one is required fails the connection.
+func TestACLUserAndMissingPassword(t *testing.T) {
+	m := redisproc.ForTest(t, 1)[0]
+	do(t, m, "ACL", "SETUSER", "lp", "on", ">pw", "resetchannels", "&allowed*", "-@all",
+		"+subscribe", "+unsubscribe", "+psubscribe", "+punsubscribe", "+ssubscribe", "+sunsubscribe", "+ping")
+	cfg := testConfig(t, []*redisproc.Server{m})
+	cfg.Username, cfg.Password = "lp", "pw"
+	h := startHub(t, cfg)
+	r := &recorder{}
+	subscribe(t, h, r, Channel, "allowed1", 1)
+	if _, err := h.Subscribe(r, Channel, "forbidden"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the refusals", func() bool { return h.Stats().Refused >= 2 }) // events channel, forbidden
+	do(t, m, "PUBLISH", "allowed1", "x")
+	wantCount(t, "subscriber", r, 1)
+	if n := h.confirmedOn(Channel, "forbidden"); n != 0 {
+		t.Fatalf("a refused subscription counts as confirmed on %d masters", n)
+	}
+
+	do(t, m, "CONFIG", "SET", "requirepass", "s3cret")
+	nopw := startHub(t, testConfig(t, []*redisproc.Server{m}))
+	waitFor(t, "attempts refused", func() bool { return nopw.Stats().ConnectErrors >= 2 })
+	if st := nopw.Stats(); st.Connects != 0 {
+		t.Fatalf("a hub without the password connected: %+v", st)
+	}
+}

@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,12 +23,6 @@ var (
 	unsubCmd = [...]string{Channel: "UNSUBSCRIBE", Pattern: "PUNSUBSCRIBE", Shard: "SUNSUBSCRIBE"}
 )
 
-// resubscribeChunk is how many names one SUBSCRIBE carries when a new
-// connection makes every subscription again: one command per name would
-// cost the master a reply each either way, but fewer, longer commands are
-// cheaper to write and parse.
-const resubscribeChunk = 256
-
 type master struct {
 	h     *Hub
 	index int
@@ -41,6 +36,9 @@ type master struct {
 	conn net.Conn // nil while down
 	out  []byte   // commands queued for conn, written by the writer
 	fail bool     // the last connection attempt failed (log once per outage)
+	// refused: this connection had a command refused (logged once per
+	// connection: a resubscription can be refused hundreds of times).
+	refused bool
 }
 
 // send queues one command for the live connection, if any. h.mu is held.
@@ -133,11 +131,12 @@ func (m *master) dial() (net.Conn, *reader, error) {
 			conn.Close()
 			return nil, nil, fmt.Errorf("handshake: %w", err)
 		}
-		// AUTH must succeed; a refused SETNAME (an ACL user without
-		// CLIENT) costs only the name.
-		if p.typ == '-' && i == 0 && n == 2 {
+		// AUTH must succeed, and a NOAUTH says it was needed; a SETNAME
+		// refused otherwise (an ACL user without CLIENT) costs only the
+		// name.
+		if p.typ == '-' && ((i == 0 && n == 2) || bytes.HasPrefix(p.str, []byte("NOAUTH"))) {
 			conn.Close()
-			return nil, nil, fmt.Errorf("AUTH: %s", p.str)
+			return nil, nil, fmt.Errorf("authentication: %s", p.str)
 		}
 	}
 	conn.SetDeadline(time.Time{})
@@ -153,7 +152,7 @@ func (m *master) serve(conn net.Conn, rd *reader) error {
 		conn.Close()
 		return ErrClosed
 	}
-	m.conn = conn
+	m.conn, m.refused = conn, false
 	m.out = h.resubscribe(m.out[:0])
 	if m.fail {
 		h.cfg.Logger.Info("pubsub: subscriber connection to master up", "master", m.addr)
@@ -184,20 +183,14 @@ func (m *master) serve(conn net.Conn, rd *reader) error {
 }
 
 // resubscribe appends the commands that make every subscription the hub
-// holds, the events channel included. h.mu is held.
+// holds, the events channel included. One command per name: the master
+// answers each name anyway, and an ACL refuses a whole command when one of
+// its channels is not allowed, which must not cost the others. h.mu is
+// held.
 func (h *Hub) resubscribe(dst []byte) []byte {
-	var names [3][][]byte
 	for k, r := range h.recs {
 		if !r.local {
-			names[k.kind] = append(names[k.kind], []byte(k.name))
-		}
-	}
-	for kind, list := range names {
-		for len(list) > 0 {
-			n := min(len(list), resubscribeChunk)
-			args := append([][]byte{[]byte(subCmd[kind])}, list[:n]...)
-			dst = batching.AppendCommand(dst, args...)
-			list = list[n:]
+			dst = batching.AppendCommand(dst, []byte(subCmd[k.kind]), []byte(k.name))
 		}
 	}
 	return dst
@@ -253,9 +246,15 @@ func (h *Hub) onPush(i int, p push) {
 		return
 	}
 	if p.typ == '-' {
-		// SSUBSCRIBE on a Redis older than 7.0, an ACL without the
-		// channel: that subscription stays unconfirmed on this master.
-		h.cfg.Logger.Warn("pubsub: master refused a subscription command", "master", h.cfg.Masters[i], "err", string(p.str))
+		// SSUBSCRIBE on a Redis older than 7.0, an ACL user without the
+		// channel (Redis 7 users get none by default): that subscription
+		// stays unconfirmed on this master.
+		h.stats.Refused++
+		if m := h.masters[i]; !m.refused {
+			m.refused = true
+			h.cfg.Logger.Warn("pubsub: master refused a subscription command; its messages for it are missed",
+				"master", m.addr, "err", string(p.str))
+		}
 		return
 	}
 	if p.typ != '*' || len(p.elems) < 2 {

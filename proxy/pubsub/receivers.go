@@ -66,6 +66,7 @@ type Stats struct {
 	Subscriptions int    // (subscriber, channel) pairs
 	Delivered     uint64
 	Oversize      uint64 // messages skipped for MaxPayload
+	Refused       uint64 // subscription commands a master refused
 	// Dedup: copies recognized and dropped; entries remembered now;
 	// entries forgotten early because MaxDedupEntries was reached; and
 	// entries that expired while some master still owed a copy (a master
