@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"bytes"
+	"math"
 	"strconv"
 	"time"
 )
@@ -184,6 +185,9 @@ func appendEvent(dst []byte, ev Event) []byte {
 	return append(dst, ev.Key...)
 }
 
+// maxTTLms is the largest TTL in milliseconds a time.Duration holds.
+const maxTTLms = math.MaxInt64 / int64(time.Millisecond)
+
 func parseEvent(b []byte) (Event, bool) {
 	var f [5][]byte
 	for i := range f {
@@ -197,7 +201,7 @@ func parseEvent(b []byte) (Event, bool) {
 	typ, err2 := strconv.ParseUint(string(f[3]), 10, 8)
 	ttl, err3 := strconv.ParseInt(string(f[4]), 10, 64)
 	if string(f[0]) != "1" || len(f[1]) == 0 || err1 != nil || err2 != nil || err3 != nil ||
-		seq == 0 || typ < uint64(EventSet) || typ > uint64(EventPush) || ttl < 0 {
+		seq == 0 || typ < uint64(EventSet) || typ > uint64(EventPush) || ttl < 0 || ttl > maxTTLms {
 		return Event{}, false
 	}
 	return Event{Type: EventType(typ), Key: string(b), TTL: time.Duration(ttl) * time.Millisecond,
