@@ -26,8 +26,10 @@ type Message struct {
 }
 
 // Subscriber is a client connection in subscribed mode. Deliver is called
-// from the hub's goroutines with the hub's lock held, once per logical
-// message, in the order the hub decided them. It must not block and must
+// with the hub's lock held, once per logical message, in the order the hub
+// decided them: from the hub's goroutines (one reader per master, the
+// expiry timer) and, for keyspace notifications, from the goroutine that
+// called Emit. It must not block and must
 // not call the Hub: a connection appends the message to its own output
 // buffer and, over its output limit (Redis's client-output-buffer-limit
 // pubsub), marks itself for closing and calls Remove later from its own

@@ -15,7 +15,7 @@ import (
 // ConnPublisher is a Publisher on a plain connection per master, for tests
 // and tools; lockproxy itself publishes through its engine's pipelines.
 // Each Publish writes to every master in parallel and waits for the
-// replies (at most Timeout); a failed connection is dialled again on the
+// replies (at most the timeout given); a failed connection is dialled again on the
 // next call.
 type ConnPublisher struct {
 	masters []string

@@ -19,9 +19,9 @@ package pubsub
 // receivers. The answer is exact for the proxy's own subscribers and for
 // direct ones; each other proxy counts as one per matching subscription,
 // not as its number of clients: it is 0 exactly when nobody on the master
-// set will get the message (what callers test), and never more than the
-// true count. It can be low by the receivers only a master that did not
-// answer knows of.
+// set will get the message (what callers test), and, but for
+// subscriptions changing meanwhile, never more than the true count. It can
+// be low by the receivers only a master that did not answer knows of.
 func (h *Hub) Receivers(kind Kind, channel string, replies []int64) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
