@@ -1,0 +1,162 @@
+package pubsub
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+)
+
+func TestSubscriptionLimits(t *testing.T) {
+	masters := redisproc.ForTest(t, 1)
+
+	t.Run("per subscriber", func(t *testing.T) {
+		cfg := testConfig(t, masters)
+		cfg.MaxPerSubscriber = 2
+		h := startHub(t, cfg)
+		s := &recorder{}
+		h.Subscribe(s, Channel, "a")
+		h.Subscribe(s, Shard, "b") // shard channels count too
+		if _, err := h.Subscribe(s, Pattern, "c*"); !errors.Is(err, ErrSubscriberLimit) {
+			t.Fatalf("third subscription: %v, want ErrSubscriberLimit", err)
+		}
+		if c, err := h.Subscribe(s, Channel, "a"); err != nil || c != 1 {
+			t.Fatalf("subscribing again to a held channel: %d, %v", c, err)
+		}
+		if _, err := h.Subscribe(&recorder{}, Pattern, "c*"); err != nil {
+			t.Fatalf("another subscriber is not limited by the first: %v", err)
+		}
+	})
+
+	t.Run("total", func(t *testing.T) {
+		cfg := testConfig(t, masters)
+		cfg.MaxSubscriptions = 3
+		h := startHub(t, cfg)
+		for i := range 3 {
+			if _, err := h.Subscribe(&recorder{}, Channel, "a"); err != nil {
+				t.Fatalf("subscriber %d: %v", i, err)
+			}
+		}
+		s := &recorder{}
+		if _, err := h.Subscribe(s, Channel, "a"); !errors.Is(err, ErrTooManySubscriptions) {
+			t.Fatalf("fourth subscription: %v, want ErrTooManySubscriptions", err)
+		}
+		if st := h.Stats(); st.Subscriptions != 3 || st.Channels != 1 {
+			t.Fatalf("a refused subscription left state behind: %+v", st)
+		}
+	})
+
+	t.Run("distinct channels", func(t *testing.T) {
+		cfg := testConfig(t, masters)
+		cfg.MaxChannels = 2
+		h := startHub(t, cfg)
+		h.Subscribe(&recorder{}, Channel, "a")
+		h.Subscribe(&recorder{}, Pattern, "b*")
+		s := &recorder{}
+		if _, err := h.Subscribe(s, Shard, "c"); !errors.Is(err, ErrTooManyChannels) {
+			t.Fatalf("third distinct channel: %v, want ErrTooManyChannels", err)
+		}
+		if _, err := h.Subscribe(s, Channel, "a"); err != nil {
+			t.Fatalf("a channel the hub holds is not a new one: %v", err)
+		}
+		h.Remove(s)
+	})
+
+	t.Run("reserved", func(t *testing.T) {
+		h := startHub(t, testConfig(t, masters))
+		if _, err := h.Subscribe(&recorder{}, Channel, "lockproxy:events"); !errors.Is(err, ErrReserved) {
+			t.Fatalf("subscribing to the events channel: %v, want ErrReserved", err)
+		}
+		if !h.Reserved("lockproxy:events") || h.Reserved("lockproxy:other") {
+			t.Fatal("Reserved is wrong about the events channel")
+		}
+	})
+}
+
+// A pattern subscriber never sees lockproxy's events, nor a client's
+// forged payload on the events channel, which is counted and dropped.
+func TestEventsChannelIsNotForClients(t *testing.T) {
+	masters := redisproc.ForTest(t, 2)
+	cfg := testConfig(t, masters)
+	pub := NewConnPublisher(cfg.Masters, nil, "", "", 0)
+	defer pub.Close()
+	cfg.Publisher = pub
+	h := startHub(t, cfg)
+	all := &recorder{}
+	subscribe(t, h, all, Pattern, "*", 2)
+	ready(t, h)
+	log := &eventLog{}
+	h.Listen(log.on)
+	for _, bad := range []string{"", "1", "1 x 0 1 0 k", "2 x 1 1 0 k", "1 x 1 9 0 k", "1 x 1 1 -5 k", "1  1 1 0 k", "garbage"} {
+		do(t, masters[0], "PUBLISH", "lockproxy:events", bad)
+	}
+	if err := h.Emit(Event{Type: EventDel, Key: "k with spaces\r\n"}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, masters[0], "PUBLISH", "other", "x") // masters deliver in order: this comes last
+	wantCount(t, "pattern subscriber", all, 1)
+	waitFor(t, "the forged events", func() bool { return h.Stats().BadEvents == 8 })
+	if got := all.payloads(); got[0] != "*>other=x" {
+		t.Fatalf("pattern subscriber got %q", got)
+	}
+	if evs := log.events(); len(evs) != 1 || evs[0].Key != "k with spaces\r\n" {
+		t.Fatalf("listener heard %+v", evs)
+	}
+}
+
+// The dedup memory is bounded: with copies that never come (published on
+// one master only), the hub remembers at most MaxDedupEntries messages.
+func TestDedupMemoryBoundOnMasters(t *testing.T) {
+	masters := redisproc.ForTest(t, 3)
+	cfg := testConfig(t, masters)
+	cfg.MaxDedupEntries = 4
+	h := startHub(t, cfg)
+	r := &recorder{}
+	subscribe(t, h, r, Channel, "ch", 3)
+	for i := range 10 {
+		do(t, masters[0], "PUBLISH", "ch", fmt.Sprint(i))
+	}
+	wantCount(t, "subscriber", r, 10)
+	if st := h.Stats(); st.DedupEntries != 4 || st.DedupEvicted != 6 {
+		t.Fatalf("dedup holds %d entries, evicted %d; want 4 and 6", st.DedupEntries, st.DedupEvicted)
+	}
+}
+
+// A message longer than MaxPayload is skipped, counted, and the
+// connection carries on.
+func TestOversizeMessageSkipped(t *testing.T) {
+	masters := redisproc.ForTest(t, 1)
+	cfg := testConfig(t, masters)
+	cfg.MaxPayload = 64
+	h := startHub(t, cfg)
+	r := &recorder{}
+	subscribe(t, h, r, Channel, "ch", 1)
+	do(t, masters[0], "PUBLISH", "ch", strings.Repeat("x", 65))
+	do(t, masters[0], "PUBLISH", "ch", "small")
+	wantCount(t, "subscriber", r, 1)
+	if st := h.Stats(); st.Oversize != 1 || st.Connects != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// The expiry schedule is bounded: past MaxExpiries a key gets no expired
+// notification.
+func TestExpiryScheduleBound(t *testing.T) {
+	masters := redisproc.ForTest(t, 1)
+	cfg := testConfig(t, masters)
+	cfg.MaxExpiries = 2
+	cfg.KeyspaceEvents = "Ex"
+	pub := NewConnPublisher(cfg.Masters, nil, "", "", 0)
+	defer pub.Close()
+	cfg.Publisher = pub
+	h := startHub(t, cfg)
+	for i := range 5 {
+		h.Emit(Event{Type: EventSet, Key: fmt.Sprint("k", i), TTL: 50 * time.Second})
+	}
+	if st := h.Stats(); st.Expiries != 2 || st.ExpiriesDropped != 3 {
+		t.Fatalf("%d expiries scheduled, %d dropped; want 2 and 3", st.Expiries, st.ExpiriesDropped)
+	}
+}

@@ -1,0 +1,314 @@
+package pubsub
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+)
+
+// This file is the hub's side of one master: a connection in subscribed
+// mode, made again with back-off after any failure, on which every
+// subscription the hub holds is made again. Its writer also PINGs, and its
+// reader gives up on a master that sent nothing for ReadTimeout (paused,
+// or a network that lost the connection without a reset).
+
+var (
+	subCmd   = [...]string{Channel: "SUBSCRIBE", Pattern: "PSUBSCRIBE", Shard: "SSUBSCRIBE"}
+	unsubCmd = [...]string{Channel: "UNSUBSCRIBE", Pattern: "PUNSUBSCRIBE", Shard: "SUNSUBSCRIBE"}
+)
+
+type master struct {
+	h     *Hub
+	index int
+	addr  string
+	wake  chan struct{} // capacity 1: out has something to write
+
+	// Guarded by h.mu, so that a subscription change and the decision
+	// whether this master hears of it now or at its next connection are
+	// one step: either the command is queued on the live connection, or
+	// the connection does not exist yet and will resubscribe everything.
+	conn net.Conn // nil while down
+	out  []byte   // commands queued for conn, written by the writer
+	fail bool     // the last connection attempt failed (log once per outage)
+	// refused: this connection had a command refused (logged once per
+	// connection: a resubscription can be refused hundreds of times).
+	refused bool
+}
+
+// send queues one command for the live connection, if any. h.mu is held.
+func (m *master) send(cmd, name string) {
+	if m.conn == nil {
+		return
+	}
+	m.out = batching.AppendCommand(m.out, []byte(cmd), []byte(name))
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// closeConn breaks the live connection, which ends its reader and writer.
+// h.mu is held.
+func (m *master) closeConn() {
+	if m.conn != nil {
+		m.conn.Close()
+	}
+}
+
+func (m *master) run() {
+	h := m.h
+	backoff := h.cfg.RetryMin
+	for {
+		conn, rd, err := m.dial()
+		if err == nil {
+			backoff = h.cfg.RetryMin
+			err = m.serve(conn, rd)
+		}
+		select {
+		case <-h.ctx.Done():
+			return
+		default:
+		}
+		h.mu.Lock()
+		first := !m.fail
+		m.fail = true
+		h.stats.ConnectErrors++
+		h.mu.Unlock()
+		if first {
+			h.cfg.Logger.Warn("pubsub: subscriber connection to master down; notifications from it are missed until it is back",
+				"master", m.addr, "err", err)
+		}
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, h.cfg.RetryMax)
+	}
+}
+
+// dial connects and authenticates. The handshake runs before the
+// connection is in subscribed mode, where AUTH would still work but its
+// reply would be mixed with messages.
+func (m *master) dial() (net.Conn, *reader, error) {
+	h := m.h
+	ctx, cancel := context.WithTimeout(h.ctx, h.cfg.DialTimeout)
+	defer cancel()
+	conn, err := h.cfg.Dial(ctx, "tcp", m.addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn.SetDeadline(time.Now().Add(h.cfg.DialTimeout))
+	unhook := context.AfterFunc(h.ctx, func() { conn.Close() }) // Close interrupts the handshake
+	defer unhook()
+	var hs []byte
+	n := 1
+	switch {
+	case h.cfg.Password != "" && h.cfg.Username != "":
+		hs = batching.AppendCommand(hs, []byte("AUTH"), []byte(h.cfg.Username), []byte(h.cfg.Password))
+		n++
+	case h.cfg.Password != "":
+		hs = batching.AppendCommand(hs, []byte("AUTH"), []byte(h.cfg.Password))
+		n++
+	}
+	// The name tells an operator's CLIENT LIST which connections are
+	// lockproxy hubs (each counts as one receiver in PUBLISH replies).
+	hs = batching.AppendCommand(hs, []byte("CLIENT"), []byte("SETNAME"), []byte("lockproxy-pubsub-"+h.cfg.InstanceID))
+	rd := &reader{br: bufio.NewReaderSize(conn, 16<<10), max: h.cfg.MaxPayload}
+	if _, err := conn.Write(hs); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	for i := range n {
+		p, err := rd.next()
+		if err != nil {
+			conn.Close()
+			return nil, nil, fmt.Errorf("handshake: %w", err)
+		}
+		// AUTH must succeed, and a NOAUTH says it was needed; a SETNAME
+		// refused otherwise (an ACL user without CLIENT) costs only the
+		// name.
+		if p.typ == '-' && ((i == 0 && n == 2) || bytes.HasPrefix(p.str, []byte("NOAUTH"))) {
+			conn.Close()
+			return nil, nil, fmt.Errorf("authentication: %s", p.str)
+		}
+	}
+	conn.SetDeadline(time.Time{})
+	return conn, rd, nil
+}
+
+// serve makes every subscription on conn, then reads until it fails.
+func (m *master) serve(conn net.Conn, rd *reader) error {
+	h := m.h
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		conn.Close()
+		return ErrClosed
+	}
+	m.conn, m.refused = conn, false
+	m.out = h.resubscribe(m.out[:0])
+	if m.fail {
+		h.cfg.Logger.Info("pubsub: subscriber connection to master up", "master", m.addr)
+	}
+	m.fail = false
+	h.stats.Connects++
+	h.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default: // a wake left over from the last connection does as well
+	}
+
+	done := make(chan struct{})
+	werr := make(chan error, 1)
+	go func() { werr <- m.writeLoop(conn, done) }()
+	err := m.readLoop(conn, rd)
+	conn.Close()
+	close(done)
+	if e := <-werr; e != nil && errors.Is(err, net.ErrClosed) {
+		err = e
+	}
+
+	h.mu.Lock()
+	m.conn, m.out = nil, nil
+	h.masterDown(m.index)
+	h.mu.Unlock()
+	return err
+}
+
+// resubscribe appends the commands that make every subscription the hub
+// holds, the events channel included. One command per name: the master
+// answers each name anyway, and an ACL refuses a whole command when one of
+// its channels is not allowed, which must not cost the others. h.mu is
+// held.
+func (h *Hub) resubscribe(dst []byte) []byte {
+	for k, r := range h.recs {
+		if !r.local {
+			dst = batching.AppendCommand(dst, []byte(subCmd[k.kind]), []byte(k.name))
+		}
+	}
+	return dst
+}
+
+// writeLoop writes what send queued, and a PING every PingInterval, until
+// done or a write fails.
+func (m *master) writeLoop(conn net.Conn, done <-chan struct{}) error {
+	h := m.h
+	tick := time.NewTicker(h.cfg.PingInterval)
+	defer tick.Stop()
+	var buf []byte
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-m.wake:
+		case <-tick.C:
+			h.mu.Lock()
+			m.out = append(m.out, "*1\r\n$4\r\nPING\r\n"...)
+			h.mu.Unlock()
+		}
+		h.mu.Lock()
+		buf, m.out = m.out, buf[:0]
+		h.mu.Unlock()
+		if len(buf) == 0 {
+			continue
+		}
+		conn.SetWriteDeadline(time.Now().Add(h.cfg.ReadTimeout))
+		if _, err := conn.Write(buf); err != nil {
+			conn.Close() // ends the reader too
+			return err
+		}
+	}
+}
+
+func (m *master) readLoop(conn net.Conn, rd *reader) error {
+	for {
+		conn.SetReadDeadline(time.Now().Add(m.h.cfg.ReadTimeout))
+		p, err := rd.next()
+		if err != nil {
+			return err
+		}
+		m.h.onPush(m.index, p)
+	}
+}
+
+// onPush handles one reply of master i on its subscribed connection.
+func (h *Hub) onPush(i int, p push) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	if p.typ == '-' {
+		// SSUBSCRIBE on a Redis older than 7.0, an ACL user without the
+		// channel (Redis 7 users get none by default): that subscription
+		// stays unconfirmed on this master.
+		h.stats.Refused++
+		if m := h.masters[i]; !m.refused {
+			m.refused = true
+			h.cfg.Logger.Warn("pubsub: master refused a subscription command; its messages for it are missed",
+				"master", m.addr, "err", string(p.str))
+		}
+		return
+	}
+	if p.typ != '*' || len(p.elems) < 2 {
+		return
+	}
+	e := p.elems
+	switch string(e[0]) {
+	case "message", "smessage", "pmessage":
+		if p.oversize {
+			h.stats.Oversize++
+			return
+		}
+		switch {
+		case len(e) == 3 && e[0][0] == 'm':
+			h.onMessage(i, Channel, "", string(e[1]), e[2])
+		case len(e) == 3:
+			h.onMessage(i, Shard, "", string(e[1]), e[2])
+		case len(e) == 4:
+			h.onMessage(i, Pattern, string(e[1]), string(e[2]), e[3])
+		}
+	case "subscribe":
+		h.confirm(i, Channel, e[1], true)
+	case "psubscribe":
+		h.confirm(i, Pattern, e[1], true)
+	case "ssubscribe":
+		h.confirm(i, Shard, e[1], true)
+	case "unsubscribe":
+		h.confirm(i, Channel, e[1], false)
+	case "punsubscribe":
+		h.confirm(i, Pattern, e[1], false)
+	case "sunsubscribe":
+		h.confirm(i, Shard, e[1], false)
+	}
+}
+
+// confirm records that master i now does (or no longer does) send the
+// messages of a subscription: only a confirmed master owes dedup a copy.
+func (h *Hub) confirm(i int, kind Kind, name []byte, on bool) {
+	r := h.recs[recKey{kind, string(name)}]
+	if r == nil {
+		return
+	}
+	if on {
+		r.confirmed |= 1 << i
+	} else {
+		r.confirmed &^= 1 << i
+	}
+}
+
+// masterDown forgets what master i was subscribed to and what it owed:
+// what it publishes after it is back is new (it lost the rest).
+func (h *Hub) masterDown(i int) {
+	for _, r := range h.recs {
+		r.confirmed &^= 1 << i
+	}
+	h.dd.masterDown(i)
+}

@@ -1,0 +1,102 @@
+package pubsub
+
+// Receivers computes the reply to a client's PUBLISH (kind Channel) or
+// SPUBLISH (kind Shard) of channel that the proxy sent to every master.
+// replies[i] is master i's integer reply, negative when it did not answer.
+//
+// A master counts its own subscriber connections: each hub subscribed to
+// the channel or to a matching pattern counts as one per subscription,
+// whatever number of clients that hub serves, and clients connected to the
+// master directly count as themselves. So the answer is
+//
+//	local + max over answering masters i of (replies[i] - own[i])
+//
+// where local is what Redis would answer on this proxy (the local
+// subscribers of the channel plus, per matching pattern, its local
+// subscribers) and own[i] is this hub's part of replies[i] (one for the
+// channel, one per matching pattern, where confirmed on master i). The
+// maximum, not a sum, because every master counts the same remote
+// receivers. The answer is exact for the proxy's own subscribers and for
+// direct ones; each other proxy counts as one per matching subscription,
+// not as its number of clients: it is 0 exactly when nobody on the master
+// set will get the message (what callers test), and, but for
+// subscriptions changing meanwhile, never more than the true count. It can
+// be low by the receivers only a master that did not answer knows of.
+func (h *Hub) Receivers(kind Kind, channel string, replies []int64) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var local int64
+	var own [maxMasters]int64
+	add := func(r *record) {
+		local += int64(len(r.subs))
+		if r.local {
+			return
+		}
+		for i := range h.masters {
+			if r.confirmed&(1<<i) != 0 {
+				own[i]++
+			}
+		}
+	}
+	if r := h.recs[recKey{kind, channel}]; r != nil && !r.internal {
+		add(r)
+	}
+	if kind == Channel {
+		for p, r := range h.patterns {
+			if Match(p, channel) {
+				add(r)
+			}
+		}
+	}
+	var remote int64
+	for i, n := range replies {
+		if i < len(h.masters) && n >= 0 {
+			remote = max(remote, n-own[i])
+		}
+	}
+	return local + remote
+}
+
+// Stats are counters and gauges of a hub, for metrics and tests.
+type Stats struct {
+	MastersUp     int    // subscriber connections up now
+	Connects      uint64 // connections made
+	ConnectErrors uint64 // connections lost or that could not be made
+	Channels      int    // distinct channels, patterns and shard channels held
+	Subscriptions int    // (subscriber, channel) pairs
+	Delivered     uint64
+	Oversize      uint64 // messages skipped for MaxPayload
+	Refused       uint64 // subscription commands a master refused
+	// Dedup: copies recognized and dropped; entries remembered now;
+	// entries forgotten early because MaxDedupEntries was reached; and
+	// entries that expired while some master still owed a copy (a master
+	// that did not publish it, or lags by more than DedupWindow).
+	Duplicates, DedupEvicted, DedupUnpaid uint64
+	DedupEntries                          int
+	// Events delivered to listeners, copies dropped, payloads on the
+	// events channel that are not events.
+	Events, EventDuplicates, BadEvents uint64
+	EventOrigins                       int
+	// Expiries scheduled now, and keys that got none (MaxExpiries).
+	Expiries        int
+	ExpiriesDropped uint64
+}
+
+// Stats returns the hub's current figures.
+func (h *Hub) Stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dd.expire(h.dd.now())
+	s := h.stats
+	for _, m := range h.masters {
+		if m.conn != nil {
+			s.MastersUp++
+		}
+	}
+	s.Channels, s.Subscriptions = h.channels, h.total
+	s.Duplicates, s.DedupEvicted, s.DedupUnpaid = h.dd.dups, h.dd.evicted, h.dd.unpaid
+	s.DedupEntries = h.dd.n
+	s.EventOrigins = len(h.origins)
+	s.Expiries = len(h.ks.due)
+	return s
+}
