@@ -8,43 +8,98 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
-// Script is one catalogued Lua script and how lockproxy votes on it.
+// Script is one Lua script lockproxy runs (catalogued, configured, or
+// understood by the analyzer) and how it votes on it.
 type Script struct {
 	Name     string          // e.g. "redis-py release": shown in INFO and error replies
 	Body     string          // the exact text clients send; "" for a custom entry given by sha1 only
 	SHA1     string          // lower-case hex sha1 of Body
-	Kind     quorum.Kind     // Acquire, Release, Extend, Read
+	Kind     quorum.Kind     // Acquire, AcquireOrExtend, Release, Extend, Read
 	Yes      quorum.VoteRule // which master reply is a yes vote
 	Combine  quorum.Combine  // CombineFirst, or CombineQthTTL for replies that are remaining TTLs in ms
-	TTLArg   int             // 1-based ARGV index of the TTL (validity accounting); 0 = none
+	TTLArg   int             // 1-based index of the TTL (validity accounting) in ARGV, or in KEYS with TTLInKeys; 0 = none
 	TTLUnit  quorum.TTLUnit  // unit of that TTL: Millis, Seconds, UnixMillis, UnixSecs
-	TokenArg int             // 1-based ARGV index of the lock token: a failed acquisition is undone by deleting each KEY whose value equals it; 0 when Kind != Acquire
+	TokenArg int             // 1-based ARGV (or KEYS, TokenInKeys) index of the lock token; 0 = none or TokenConst
 	NoIsNoop bool            // Acquire: a reply that is neither yes nor an error proves the script wrote nothing, so that master needs no undo (which would delete a key already holding the token, as Redis would not)
-	NoReply  batching.Reply  // what the client gets when a quorum said yes but the validity ran out, or when no master gave a non-yes reply (e.g. :0, or nil for scripts that return nothing)
+	NoReply  batching.Reply  // what the client gets when the vote is lost and no master gave a non-yes reply (e.g. :0, or nil for scripts that return nothing)
 	// RunAs, when set, is the sha1 of one of lockproxy's own scripts that
 	// the masters run instead, with max_ttl in ms appended to ARGV: the
 	// same replies, with every TTL it sets capped at max_ttl.
 	RunAs string
-	// OtherTTLs are the ARGV, besides TTLArg, that carry a TTL the script
-	// sets on a master (python-redis-lock's signal list): each is refused
-	// over max_ttl, as SET's is, so that no key outlives the restart
+	// OtherTTLs are the arguments, besides the lock's TTL, that carry a TTL
+	// the script sets on a master (python-redis-lock's signal list): each is
+	// refused over max_ttl, as SET's is, so that no key outlives the restart
 	// quarantine. They are not accounted for validity.
 	OtherTTLs []ArgTTL
 	// Force marks an acquire script that takes the lock whoever holds it
 	// (SET without NX: rueidislock's ForceWithContext). Refused when the
 	// operator switches force acquisition off (Config.DenyForce).
 	Force bool
+
+	// What the analyzer adds for scripts it understood (zero for the
+	// catalog's, whose layout the fields above say).
+	TTLInKeys   bool          // TTLArg indexes KEYS
+	TTLConst    time.Duration // the lock's TTL is written in the script
+	TokenInKeys bool          // TokenArg indexes KEYS
+	TokenConst  string        // the token is written in the script (tokenless locks)
+	Undo        quorum.UndoOp // how a failed acquisition is undone; UndoDelIfValue for the catalog's acquire scripts
+	UndoExtra   []string      // UndoZRem: constant members the acquisition adds besides the token
+	UndoField   string        // UndoJSONField: the JSON field holding the token
+	LockKeys    []int         // KEYS that name the lock; none: every KEYS (the catalog's)
+	KeyArg      int           // a lock key passed in ARGV (numkeys 0): its index
+	NoPTTLAt    int           // where a no reply carries the holder's PTTL: -1 nowhere, 0 the reply, i an array element
+	MinKeys     int           // the fewest KEYS a call must pass
+	MinArgs     int           // the fewest ARGV a call must pass
+	DBArg       int           // an ARGV the script SELECTs: a call must pass "0"
+	CommandArgs []int         // ARGV the script runs as a command name: publish or spublish
+	Semantics   string        // the analyzer's summary, for INFO and errors
+	// Local, when set, is the reply lockproxy gives for the script itself,
+	// sending nothing: its only write cannot outlive the drift allowance.
+	Local *batching.Reply
+
+	op *quorum.ScriptOp // how the engine runs it, built once by finish
 }
 
-// ArgTTL is an ARGV of a script that carries a TTL, and its unit.
+// ArgTTL is an argument of a script that carries a TTL, and its unit.
 type ArgTTL struct {
-	Arg  int            // 1-based ARGV index
-	Unit quorum.TTLUnit // Millis, Seconds, UnixMillis, UnixSecs
+	Arg   int            // 1-based ARGV (or KEYS) index; 0 with Const
+	Keys  bool           // Arg indexes KEYS
+	Unit  quorum.TTLUnit // Millis, Seconds, UnixMillis, UnixSecs
+	Const time.Duration  // a TTL written in the script
+}
+
+// finish builds how the engine runs s, once its fields are final.
+func (s *Script) finish() *Script {
+	op := &quorum.ScriptOp{
+		SHA1: s.SHA1, Body: s.Body, RunAs: s.RunAs, Kind: s.Kind, Yes: s.Yes,
+		No: s.NoReply, NoPTTLAt: s.NoPTTLAt, Combine: s.Combine, NoIsNoop: s.NoIsNoop,
+		Undo: s.Undo, TokenConst: s.TokenConst, UndoExtra: s.UndoExtra, UndoField: s.UndoField,
+	}
+	if s.TokenArg > 0 {
+		op.Token = quorum.Arg{Keys: s.TokenInKeys, Index: s.TokenArg}
+	}
+	if op.Undo == quorum.UndoNone && s.Kind == quorum.Acquire && s.TokenArg > 0 && s.Semantics == "" {
+		op.Undo = quorum.UndoDelIfValue // the catalog's and [[scripts]]' acquire: compare-and-delete
+	}
+	switch {
+	case s.KeyArg > 0:
+		op.KeyArg = quorum.Arg{Index: s.KeyArg}
+	case len(s.LockKeys) > 0:
+		op.LockKeys = s.LockKeys
+	default:
+		op.EachKey = true
+	}
+	if s.NoPTTLAt == 0 && s.Semantics == "" {
+		op.NoPTTLAt = -1 // the catalog's scripts carry no PTTL in their no replies
+	}
+	s.op = op
+	return s
 }
 
 // Catalog recognizes lock scripts: the built-in ones of common lock
@@ -69,6 +124,8 @@ func NewCatalog(custom []ScriptConfig) (*Catalog, error) {
 		s := b.s
 		s.Body = string(body)
 		s.SHA1 = sha1Hex(body)
+		s.finish()
+		s.op.Preloaded = true // its body is in quorum.Config.Scripts
 		if err := c.add(&s, true); err != nil {
 			// Two built-in entries that normalize equal but vote
 			// differently: a mistake in the table above.
@@ -79,6 +136,8 @@ func NewCatalog(custom []ScriptConfig) (*Catalog, error) {
 	for i, sc := range custom {
 		s, err := sc.script()
 		if err == nil {
+			s.finish()
+			s.op.Preloaded = s.Body != "" // loaded on every master connection, as the built-in ones
 			err = c.add(s, false)
 		}
 		if err != nil {
@@ -149,7 +208,7 @@ func (c *Catalog) add(s *Script, builtin bool) error {
 
 // sameVote reports whether two scripts are voted on identically.
 func sameVote(a, b *Script) bool {
-	return a.Kind == b.Kind && a.Yes == b.Yes && a.Combine == b.Combine &&
+	return a.Kind == b.Kind && a.Yes.Same(&b.Yes) && a.Combine == b.Combine &&
 		a.TTLArg == b.TTLArg && a.TTLUnit == b.TTLUnit && a.TokenArg == b.TokenArg && a.NoIsNoop == b.NoIsNoop &&
 		a.NoReply.Equal(b.NoReply) && slices.Equal(a.OtherTTLs, b.OtherTTLs) && a.Force == b.Force
 }

@@ -85,7 +85,7 @@ func (sc ScriptConfig) script() (*Script, error) {
 	case "", "first":
 		s.Combine = quorum.CombineFirst
 	case "qth_ttl":
-		if s.Yes != quorum.YesNonNegative && s.Yes != quorum.YesPositive {
+		if !s.Yes.Same(&quorum.YesNonNegative) && !s.Yes.Same(&quorum.YesPositive) {
 			return nil, fmt.Errorf("combine \"qth_ttl\" needs integer TTL replies: vote \"nonnegative\" or \"positive\", not %q", sc.Vote)
 		}
 		s.Combine = quorum.CombineQthTTL
@@ -99,10 +99,10 @@ func (sc ScriptConfig) script() (*Script, error) {
 
 	switch sc.NoReply {
 	case "":
-		switch s.Yes {
-		case quorum.YesOK, quorum.YesNotNil:
+		switch sc.Vote {
+		case "ok", "notnil":
 			s.NoReply = batching.ReplyNil
-		case quorum.YesOne, quorum.YesTrue, quorum.YesPositive, quorum.YesNumKeys:
+		case "one", "true", "positive", "numkeys":
 			s.NoReply = replyZero
 		default:
 			return nil, fmt.Errorf("vote %q needs no_reply, the script's own \"not done\" reply (\"nil\" or an integer)", sc.Vote)
@@ -116,7 +116,7 @@ func (sc ScriptConfig) script() (*Script, error) {
 		}
 		s.NoReply = batching.Reply{Type: batching.Integer, Int: v}
 	}
-	if s.Yes.IsYes(&s.NoReply, 1) && s.Yes != quorum.YesNumKeys {
+	if s.Yes.IsYes(&s.NoReply, 1) && sc.Vote != "numkeys" {
 		return nil, fmt.Errorf("no_reply %s would itself be a yes vote under vote %q", sc.NoReply, sc.Vote)
 	}
 	return s, nil
@@ -190,7 +190,7 @@ var (
 		"acquire": quorum.Acquire, "release": quorum.Release, "extend": quorum.Extend, "read": quorum.Read,
 	}
 	votes = map[string]quorum.VoteRule{
-		"ok": quorum.YesOK, "one": quorum.YesOne, "true": quorum.YesTrue, "positive": quorum.YesPositive,
+		"ok": quorum.YesOK, "one": quorum.YesOne, "true": quorum.YesOne, "positive": quorum.YesPositive,
 		"numkeys": quorum.YesNumKeys, "nonnegative": quorum.YesNonNegative, "notnil": quorum.YesNotNil, "zero": quorum.YesZero,
 	}
 	units = map[string]quorum.TTLUnit{

@@ -144,9 +144,9 @@ func TestBuiltins(t *testing.T) {
 			if c.BySHA(strings.ToUpper(w.sha1)) != s {
 				t.Errorf("BySHA is case-sensitive")
 			}
-			if s.Kind != w.kind || s.Yes != w.yes || s.Combine != w.combine || s.TTLArg != w.ttlArg ||
+			if s.Kind != w.kind || !s.Yes.Same(&w.yes) || s.Combine != w.combine || s.TTLArg != w.ttlArg ||
 				s.TTLUnit != w.unit || s.TokenArg != w.tokenArg || !s.NoReply.Equal(w.noReply) {
-				t.Errorf("%s: got kind=%v yes=%d combine=%d ttl=%d/%d token=%d noreply=%v, want kind=%v yes=%d combine=%d ttl=%d/%d token=%d noreply=%v",
+				t.Errorf("%s: got kind=%v yes=%+v combine=%d ttl=%d/%d token=%d noreply=%v, want kind=%v yes=%+v combine=%d ttl=%d/%d token=%d noreply=%v",
 					s.Name, s.Kind, s.Yes, s.Combine, s.TTLArg, s.TTLUnit, s.TokenArg, s.NoReply,
 					w.kind, w.yes, w.combine, w.ttlArg, w.unit, w.tokenArg, w.noReply)
 			}

@@ -171,21 +171,22 @@ func (s *Server) render(out []byte, c *client, sl *slot) []byte {
 	}
 	r := sl.req
 	s.cfg.Metrics.outcome(r)
-	if r.Err != nil {
-		return appendError(out, r.Err.Error())
+	rep, err := r.Result()
+	if err != nil {
+		return appendError(out, errorText(err))
 	}
 	switch sl.kind {
 	case renderSetNX:
-		if r.Reply.IsOK() {
+		if r.Outcome() == quorum.Granted {
 			return appendInt(out, 1)
 		}
 		return appendInt(out, 0)
 	case renderTTLSecs:
-		if r.Reply.Type == batching.Integer && r.Reply.Int > 0 {
-			return appendInt(out, r.Reply.Int/1000)
+		if rep.Type == batching.Integer && rep.Int > 0 {
+			return appendInt(out, rep.Int/1000)
 		}
 	}
-	return appendReply(out, r.Reply, sl.resp3)
+	return appendReply(out, rep, sl.resp3)
 }
 
 func cmdPing(s *Server, c *client, args [][]byte) {

@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/quorum"
@@ -106,62 +105,11 @@ func cmdSetNX(s *Server, c *client, args [][]byte) {
 // acquire submits SET key token NX PX ttl as a quorum acquisition; ttl
 // leaves validity (accountedTTL, or default_ttl checked by New).
 func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Duration, kind renderKind) {
-	r := quorum.NewRequest()
-	cmd, k, tok := appendSetNX(r.CmdBuffer(96+len(key)+len(token)), key, token, ttl.Milliseconds())
-	r.Kind, r.Agg, r.Rule = quorum.Acquire, quorum.AggVote, quorum.YesOK
-	r.Key = unsafe.String(unsafe.SliceData(k), len(k))
-	r.NKeys, r.Cmd = 1, cmd
-	r.UndoKeys, r.UndoToken = r.OneUndoKey(k), tok
-	r.Exclusive, r.NilIsNoop = true, true
-	r.TTL, r.NoReply, r.T0 = ttl, batching.ReplyNil, t0
-	s.submit(c, r, kind)
-}
-
-// appendSetNX appends SET key token NX PX ms, encoded, to dst, and returns
-// it with the key and the token as slices of it (they alias the command:
-// no copies).
-func appendSetNX(dst, key, token []byte, ms int64) (cmd, k, tok []byte) {
-	dst = append(dst, "*6\r\n$3\r\nSET\r\n"...)
-	dst = batching.AppendBulk(dst, key)
-	ko := len(dst) - len(key) - 2
-	dst = batching.AppendBulk(dst, token)
-	to := len(dst) - len(token) - 2
-	dst = append(dst, "$2\r\nNX\r\n$2\r\nPX\r\n"...)
-	var digits [20]byte
-	dst = batching.AppendBulk(dst, strconv.AppendInt(digits[:0], ms, 10))
-	return dst, dst[ko : ko+len(key) : ko+len(key)], dst[to : to+len(token) : to+len(token)]
-}
-
-// argsIn returns argument i of an encoded command (which we encoded, so it
-// is well formed).
-func argsIn(cmd []byte, i int) []byte {
-	p := 0
-	skipLine := func() int {
-		start := p
-		for cmd[p] != '\r' {
-			p++
-		}
-		p += 2
-		return start
-	}
-	skipLine() // *n
-	for j := 0; ; j++ {
-		st := skipLine() // $len
-		l, _ := strconv.Atoi(string(cmd[st+1 : p-2]))
-		if j == i {
-			return cmd[p : p+l : p+l]
-		}
-		p += l + 2
-	}
+	s.submit(c, s.cfg.Engine.Acquire(key, token, ttl, t0), kind)
 }
 
 func cmdGet(s *Server, c *client, args [][]byte) {
-	// Keyed, so that it runs after whatever this connection sent earlier
-	// on the key and is still waiting for its turn.
-	s.submit(c, &quorum.Request{
-		Kind: quorum.Read, Agg: quorum.AggValue, NKeys: 1, Key: string(args[1]),
-		Cmd: batching.AppendCommand(nil, []byte("GET"), args[1]), T0: batching.Now(),
-	}, renderReply)
+	s.submit(c, s.cfg.Engine.Get(args[1], batching.Now()), renderReply)
 }
 
 func cmdPTTL(s *Server, c *client, args [][]byte) {
@@ -169,29 +117,15 @@ func cmdPTTL(s *Server, c *client, args [][]byte) {
 	if len(args[0]) == 3 { // TTL
 		kind = renderTTLSecs
 	}
-	s.submit(c, &quorum.Request{
-		Kind: quorum.Read, Agg: quorum.AggValueTTL, NKeys: 1, Key: string(args[1]),
-		Cmd: quorum.GetTTLCommand(args[1]), T0: batching.Now(),
-	}, kind)
+	s.submit(c, s.cfg.Engine.PTTL(args[1], batching.Now()), kind)
 }
 
 func cmdExists(s *Server, c *client, args [][]byte) {
-	s.submitKeys(c, quorum.Read, quorum.ExistsCommand(args[1:]), args[1:])
+	s.submit(c, s.cfg.Engine.Exists(args[1:], batching.Now()), renderReply)
 }
 
 func cmdDel(s *Server, c *client, args [][]byte) {
-	s.submitKeys(c, quorum.Release, quorum.DelCommand(args[1:]), args[1:])
-}
-
-// submitKeys submits a per-key command (EXISTS, DEL): the reply counts the
-// keys a quorum reported. A single key is serialized with the connection's
-// other commands on it.
-func (s *Server) submitKeys(c *client, kind quorum.Kind, cmd []byte, keys [][]byte) {
-	r := &quorum.Request{Kind: kind, Agg: quorum.AggKeys, NKeys: len(keys), Cmd: cmd, T0: batching.Now()}
-	if len(keys) == 1 {
-		r.Key = string(keys[0])
-	}
-	s.submit(c, r, renderReply)
+	s.submit(c, s.cfg.Engine.Del(args[1:], batching.Now()), renderReply)
 }
 
 // cmdExpire is the quorum extend of legacy SETNX+EXPIRE code: PEXPIRE on
@@ -216,11 +150,5 @@ func cmdExpire(s *Server, c *client, args [][]byte) {
 		c.errorf("%s", msg)
 		return
 	}
-	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
-	s.submit(c, &quorum.Request{
-		Kind: quorum.Extend, Agg: quorum.AggVote, Rule: quorum.YesOne,
-		Key: string(args[1]), NKeys: 1,
-		Cmd: batching.AppendCommand(nil, []byte("PEXPIRE"), args[1], ms),
-		TTL: ttl, NoReply: batching.Reply{Type: batching.Integer, Int: 0}, T0: t0,
-	}, renderReply)
+	s.submit(c, s.cfg.Engine.Extend(args[1], ttl, t0), renderReply)
 }

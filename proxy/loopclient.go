@@ -46,7 +46,11 @@ type loopClient struct {
 	eof        bool  // the client sent its last byte
 	closeAfter bool  // close once the replies are out (QUIT, shutdown, protocol error)
 	inlineErr  error // a malformed inline command ended the pipeline (a *ProtocolError)
-	closed     bool
+	// rest is what was left of a pipeline when a command waited for a
+	// script to be understood (awaitScript until then): it runs first.
+	rest        []byte
+	awaitScript bool
+	closed      bool
 }
 
 func newLoopClient(f *front, fd int, addr string) *loopClient {
@@ -57,6 +61,7 @@ func newLoopClient(f *front, fd int, addr string) *loopClient {
 	lc.g.authed = &lc.c.authed
 	lc.g.budget = f.s.budget
 	lc.g.interrupt = func() { f.loop.Post(lc.evict) }
+	lc.c.resume = func() { f.loop.Post(lc.resumeScript) }
 	return lc
 }
 
@@ -88,14 +93,10 @@ func (lc *loopClient) OnEvent(ev uint32) {
 }
 
 // Run goes on once the pipeline's requests are decided (evloop.Task: the
-// Waiter kicked it), or enforces a request's new deadline.
+// Waiter kicked it; the engine enforces their deadlines).
 func (lc *loopClient) Run() {
 	defer lc.recoverPanic()
-	if !lc.busy {
-		return
-	}
-	if lc.c.w.Pending() > 0 {
-		lc.f.alarm.At(lc.f.s.cfg.Engine.Expire(lc.c.w, evloop.Now()))
+	if !lc.busy || lc.c.w.Pending() > 0 {
 		return
 	}
 	lc.busy = false
@@ -118,7 +119,14 @@ func (lc *loopClient) advance() {
 			lc.close()
 			return
 		}
-		data := lc.g.take()
+		if lc.awaitScript {
+			return // resumeScript goes on
+		}
+		data := lc.rest
+		lc.rest = nil
+		if data == nil {
+			data = lc.g.take()
+		}
 		if len(data) == 0 {
 			if err := lc.g.broken(); err != nil {
 				lc.protocolError(err)
@@ -156,11 +164,11 @@ func (lc *loopClient) pipeline(data []byte) {
 		return
 	}
 	lc.entered = true
-	c.w.Reset()
 	c.slots = c.slots[:0]
 	c.localBuf = c.localBuf[:0]
 	for len(data) > 0 && !c.quit {
 		var err error
+		start := data
 		if lc.args, data, err = nextCommand(data, lc.args); err != nil {
 			lc.inlineErr = err
 			break
@@ -168,15 +176,36 @@ func (lc *loopClient) pipeline(data []byte) {
 		if len(lc.args) > 0 {
 			s.command(c, lc.args)
 		}
+		if c.deferred {
+			// A script is being understood: this command and the rest of
+			// the pipeline run once it is, in their order; the replies of
+			// the commands before it go out meanwhile.
+			c.deferred = false
+			lc.rest = append([]byte(nil), start...)
+			lc.awaitScript = true
+			break
+		}
 	}
 	clear(lc.args)
 	if c.w.Pending() > 0 {
 		lc.busy = true
 		lc.f.waiting[lc] = struct{}{}
-		lc.f.alarm.At(s.cfg.Engine.Expire(c.w, evloop.Now()))
 		return
 	}
 	lc.finish()
+}
+
+// resumeScript goes on with a pipeline that waited for a script to be
+// understood (evloop.Post, from the analysis).
+func (lc *loopClient) resumeScript() {
+	defer lc.recoverPanic()
+	lc.awaitScript = false
+	if lc.closed {
+		lc.rest = nil
+		return
+	}
+	lc.advance()
+	lc.setEvents()
 }
 
 // finish renders the pipeline's replies, in order, into lc.out.
@@ -185,7 +214,6 @@ func (lc *loopClient) finish() {
 	for i := range c.slots {
 		lc.out = s.render(lc.out, c, &c.slots[i])
 	}
-	c.w.Reset()
 	c.releaseSlots()
 	if cap(c.localBuf) > 1<<20 {
 		c.localBuf = nil // don't keep a burst's buffer
@@ -205,7 +233,6 @@ func (lc *loopClient) drop() {
 		lc.c.slots[i] = slot{}
 	}
 	lc.c.slots = lc.c.slots[:0]
-	lc.c.w.Reset()
 	if lc.entered {
 		lc.entered = false
 		lc.f.s.leave()
@@ -289,7 +316,7 @@ func (lc *loopClient) setEvents() {
 		return
 	}
 	var want uint32
-	ahead := lc.busy || lc.outOff < len(lc.out)
+	ahead := lc.busy || lc.outOff < len(lc.out) || lc.awaitScript || lc.rest != nil
 	if !lc.eof && lc.g.err == nil && !(ahead && lc.g.unread() >= pauseAt) {
 		want |= evloop.Readable
 	}

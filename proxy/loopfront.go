@@ -129,15 +129,12 @@ func (f *front) register(lc *loopClient) {
 	f.armSweep(evloop.Now())
 }
 
-// Fire enforces deadlines (evloop.Timer): requests past node_timeout are
-// decided with the votes that arrived, clients that do not read their
-// replies within Config.WriteTimeout (or, at shutdown, the grace) are
-// closed, and so are those past their idle or handshake timeout.
+// Fire enforces the front's deadlines (evloop.Timer): clients that do not
+// read their replies within Config.WriteTimeout (or, at shutdown, the
+// grace) are closed, and so are those past their idle or handshake
+// timeout. Requests' deadlines are the engine's.
 func (f *front) Fire(now int64) int64 {
 	next := f.sweep(now)
-	for lc := range f.waiting {
-		next = min(next, f.s.cfg.Engine.Expire(lc.c.w, now))
-	}
 	for lc := range f.stuck {
 		limit := lc.writeLimit()
 		if now >= limit {

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -58,7 +57,7 @@ var opNames = [numOps]string{"acquire", "release", "extend", "read", "other"}
 
 func opOf(k quorum.Kind) op {
 	switch k {
-	case quorum.Acquire:
+	case quorum.Acquire, quorum.AcquireOrExtend:
 		return opAcquire
 	case quorum.Release:
 		return opRelease
@@ -172,34 +171,33 @@ func (m *Metrics) authFailure() { m.authFailures.Inc() }
 // outcome counts a decided request by op and outcome, and its latency from
 // parse to the quorum decision. It runs once per request on the connection's goroutine.
 func (m *Metrics) outcome(r *quorum.Request) {
-	o := opOf(r.Kind)
+	o := opOf(r.Kind())
 	var oc outcome
-	switch {
-	case r.Err != nil:
+	switch r.Outcome() {
+	case quorum.NoQuorum:
+		oc = outNoQuorum
+	case quorum.Failed:
 		oc = outError
-		if _, ok := r.Err.(*quorum.NoQuorumError); ok {
-			oc = outNoQuorum
-		}
-	case r.Reply.Type == batching.Error:
-		oc = outError
-	case o == opAcquire && r.Validity > 0:
+	case quorum.Granted:
 		oc = outAcquired
-	case o == opAcquire:
+		if o == opExtend {
+			oc = outExtended
+		}
+	case quorum.Refused:
 		oc = outContended
-	case o == opExtend && r.TTL > 0 && r.Validity <= 0:
+	case quorum.NotHeld:
 		oc = outNotHeld
-	case o == opExtend:
-		oc = outExtended
+		if o != opExtend {
+			oc = outOK // a release or read of a lock not held: answered
+		}
 	default:
 		oc = outOK
 	}
 	m.count(o, oc)
-	if h := m.decision[o]; h != nil && r.T0 > 0 {
-		end := r.DecidedAt
-		if end == 0 { // answered without a decision of the engine
-			end = batching.Now()
+	if h := m.decision[o]; h != nil {
+		if took := r.Took(); took > 0 {
+			h.observe(int64(took))
 		}
-		h.observe(end - r.T0)
 	}
 }
 

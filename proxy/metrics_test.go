@@ -14,7 +14,7 @@ import (
 // Before the counters were pre-created it was ~150-250ns and 1 alloc.
 func BenchmarkMetricsOutcome(b *testing.B) {
 	m := NewMetrics(nil, nil)
-	r := &quorum.Request{Kind: quorum.Acquire, T0: batching.Now(), Validity: 1}
+	r := quorum.Decided(quorum.Acquire, quorum.Granted, batching.ReplyOK, nil, time.Millisecond)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -25,7 +25,7 @@ func BenchmarkMetricsOutcome(b *testing.B) {
 
 func TestMetricsOutcomeAllocatesNothing(t *testing.T) {
 	m := NewMetrics(nil, nil)
-	r := &quorum.Request{Kind: quorum.Extend, TTL: time.Second, Validity: time.Second, T0: batching.Now()}
+	r := quorum.Decided(quorum.Extend, quorum.Granted, batching.Reply{Type: batching.Integer, Int: 1}, nil, time.Millisecond)
 	if n := testing.AllocsPerRun(100, func() { m.outcome(r); m.request("set", "error") }); n != 0 {
 		t.Fatalf("outcome+request allocate %v times per call, want 0", n)
 	}
@@ -34,16 +34,16 @@ func TestMetricsOutcomeAllocatesNothing(t *testing.T) {
 func TestMetricsOutcomeClasses(t *testing.T) {
 	m := NewMetrics(nil, nil)
 	errReply := batching.Reply{Type: batching.Error, Str: []byte("ERR x")}
+	nq := &quorum.NoQuorumError{Answered: 1, N: 3, Q: 2}
 	for _, r := range []*quorum.Request{
-		{Kind: quorum.Acquire, Validity: time.Second},
-		{Kind: quorum.Acquire},
-		{Kind: quorum.Acquire, Err: &quorum.NoQuorumError{Answered: 1, N: 3, Q: 2}},
-		{Kind: quorum.Extend, TTL: time.Second, Validity: time.Second},
-		{Kind: quorum.Extend, TTL: time.Second},
-		{Kind: quorum.Release},
-		{Kind: quorum.Read, Reply: errReply},
+		quorum.Decided(quorum.Acquire, quorum.Granted, batching.ReplyOK, nil, time.Millisecond),
+		quorum.Decided(quorum.Acquire, quorum.Refused, batching.ReplyNil, nil, time.Millisecond),
+		quorum.Decided(quorum.Acquire, quorum.NoQuorum, batching.Reply{}, nq, time.Millisecond),
+		quorum.Decided(quorum.Extend, quorum.Granted, batching.Reply{Type: batching.Integer, Int: 1}, nil, time.Millisecond),
+		quorum.Decided(quorum.Extend, quorum.NotHeld, batching.Reply{Type: batching.Integer}, nil, time.Millisecond),
+		quorum.Decided(quorum.Release, quorum.Done, batching.Reply{Type: batching.Integer, Int: 1}, nil, time.Millisecond),
+		quorum.Decided(quorum.Read, quorum.Failed, errReply, nil, time.Millisecond),
 	} {
-		r.T0 = batching.Now()
 		m.outcome(r)
 	}
 	m.request("set", "error")

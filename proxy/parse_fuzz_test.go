@@ -185,7 +185,9 @@ func FuzzCommand(f *testing.F) {
 			t.Fatalf("%q got %d replies, want 1", args, len(c.slots))
 		}
 		if r := c.slots[0].req; r != nil {
-			checkMasterCommand(t, args, r.Cmd, allowed, maxMS)
+			if !understoodCommand(s, r.Command()) {
+				checkMasterCommand(t, args, r.Command(), allowed, maxMS)
+			}
 		}
 		s.cfg.Engine.Wait(c.w)
 		out := s.render(nil, c, &c.slots[0])
@@ -193,6 +195,17 @@ func FuzzCommand(f *testing.F) {
 			t.Fatalf("%q: reply %q is not one RESP value (%d of %d bytes, %v)", args, out, n, len(out), err)
 		}
 	})
+}
+
+// understoodCommand reports whether cmd is an EVALSHA of a script the
+// analyzer understood (what it does was checked then).
+func understoodCommand(s *Server, cmd []byte) bool {
+	p, err := redcon.Parse(cmd)
+	if err != nil || len(p.Args) < 2 || !strings.EqualFold(string(p.Args[0]), "EVALSHA") {
+		return false
+	}
+	sc, err, known := s.understood.lookup(string(p.Args[1]))
+	return known && err == nil && sc != nil
 }
 
 // checkMasterCommand fails t unless cmd is an operation lockproxy means to

@@ -3,20 +3,19 @@ package proxy
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/lockproxy/lockproxy/batching"
-	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // EVAL, EVALSHA and SCRIPT: catalogued scripts forwarded to every master.
 
-// cmdEval forwards a catalogued script to every master and counts votes.
+// cmdEval runs a lock script on every master and counts votes: a
+// catalogued one, or one the analyzer understood.
 func cmdEval(s *Server, c *client, args [][]byte) {
 	t0 := batching.Now()
-	isSHA := len(args[0]) == 7
 	numKeys, err := strconv.Atoi(string(args[2]))
 	if err != nil || numKeys < 0 {
 		c.errorf("ERR value is not an integer or out of range")
@@ -26,70 +25,122 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 		c.errorf("ERR Number of keys can't be greater than number of args")
 		return
 	}
-	var sc *Script
-	if isSHA {
-		if sc = s.scripts.lookup(c, args[1]); sc == nil {
-			c.errorf("%s No matching script. Please use EVAL.", errPrefixNoScript)
-			s.cfg.Metrics.scriptMiss()
-			return
-		}
-	} else {
-		if sc = s.cfg.Catalog.Match(args[1]); sc == nil {
-			sum := sha1.Sum(args[1])
-			c.errorf("ERR unknown script (sha1 %s): lockproxy forwards only catalogued lock scripts and never sends others to the masters; register it under [[scripts]] in config.toml (body, kind, vote, ttl_arg) — see README \"Custom scripts\"", hex.EncodeToString(sum[:]))
-			s.cfg.Metrics.scriptMiss()
-			return
-		}
-		// The client's own sha1 (of its formatting) now answers EVALSHA.
-		s.scripts.loadBody(args[1], sc)
+	sc := s.scriptFor(c, args)
+	if sc == nil {
+		return // refused, or deferred until understood
 	}
 	if sc.Force && s.cfg.DenyForce {
 		c.errorf("ERR script %q takes the lock whoever holds it (force acquisition), and force acquisition is switched off: allow_force_acquire = false in config.toml", sc.Name)
 		return
 	}
 	s.cfg.Metrics.scriptHit()
+	if sc.Local != nil {
+		rep, resp3 := *sc.Local, c.resp3
+		c.local(func(b []byte) []byte { return appendReply(b, rep, resp3) })
+		return
+	}
 	keys := args[3 : 3+numKeys]
 	argv := args[3+numKeys:]
-	ttl, msg := s.scriptTTLs(sc, argv)
+	if msg := checkScriptArgs(sc, keys, argv); msg != "" {
+		c.errorf("%s", msg)
+		return
+	}
+	ttl, msg := s.scriptTTLs(sc, keys, argv)
 	if msg != "" {
 		c.errorf("%s", msg)
 		return
 	}
-	r := quorum.NewRequest()
-	r.Kind, r.Agg, r.Rule, r.Combine = sc.Kind, quorum.AggVote, sc.Yes, sc.Combine
-	r.NKeys, r.NoReply, r.NoIsNoop, r.T0 = numKeys, sc.NoReply, sc.NoIsNoop, t0
-	r.TTL = ttl
-	// The catalogued body is what every master has loaded: forward by its
-	// sha1. Keys and the token alias the encoded command.
-	size := 64 + len(sc.SHA1)
-	for _, a := range args[3:] {
-		size += len(a) + 16
-	}
-	r.Cmd = quorum.AppendEvalSHA(r.CmdBuffer(size), sc.SHA1, keys, argv)
-	if sc.RunAs != "" {
-		maxTTL := strconv.AppendInt(nil, s.cfg.Engine.Config().MaxTTL.Milliseconds(), 10)
-		r.Cmd = quorum.AppendEvalSHA(nil, sc.RunAs, keys, append(append([][]byte(nil), argv...), maxTTL))
-	}
-	if sc.Body == "" && !isSHA {
-		// A custom script registered by sha1 only is not preloaded on the
-		// masters: forward the client's own text (it hashes to that sha1).
-		r.Cmd = batching.AppendCommand(nil, append([][]byte{[]byte("EVAL"), args[1], args[2]}, args[3:]...)...)
-	}
-	if numKeys == 1 { // reads too: after this connection's earlier commands on the key
-		k := argsIn(r.Cmd, 3)
-		r.Key = unsafe.String(unsafe.SliceData(k), len(k))
-	}
-	if sc.Kind == quorum.Acquire && sc.TokenArg > 0 {
-		if sc.TokenArg > len(argv) {
-			c.errorf("ERR script %q expects the lock token in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TokenArg, len(argv))
-			return
+	s.submit(c, s.cfg.Engine.Script(sc.op, keys, argv, ttl, t0), renderReply)
+}
+
+// scriptFor finds the script an EVAL or EVALSHA runs, or answers the
+// client and returns nil: NOSCRIPT for an unknown sha1; for an unknown
+// body, the analyzer's verdict (a connection that must not block gets
+// c.deferred and runs the command again once the verdict is in).
+func (s *Server) scriptFor(c *client, args [][]byte) *Script {
+	if len(args[0]) == 7 { // EVALSHA
+		sc := s.scripts.lookup(c, args[1])
+		if sc == nil {
+			c.errorf("%s No matching script. Please use EVAL.", errPrefixNoScript)
+			s.cfg.Metrics.scriptMiss()
 		}
-		for i := 0; i < numKeys; i++ {
-			r.UndoKeys = append(r.UndoKeys, argsIn(r.Cmd, 3+i))
-		}
-		r.UndoToken = argsIn(r.Cmd, 3+numKeys+sc.TokenArg-1)
+		return sc
 	}
-	s.submit(c, r, renderReply)
+	sc := s.cfg.Catalog.Match(args[1])
+	if sc == nil {
+		sha := sha1Hex(args[1])
+		var err error
+		var known bool
+		if sc, err, known = s.understood.lookup(sha); !known {
+			if !s.awaitVerdict(c, args[1], sha) {
+				return nil
+			}
+			sc, err, _ = s.understood.lookup(sha)
+		}
+		if err != nil {
+			c.errorf("ERR unknown script (sha1 %s): lockproxy does not run it, because %s. Scripts are understood by what they do (README \"Scripts\"); register it under [[scripts]] in config.toml if it is a lock script", sha, err)
+			s.cfg.Metrics.scriptMiss()
+			return nil
+		}
+	}
+	if sc.Body == "" {
+		// A custom script registered by sha1 only: the client's text is
+		// its body (it hashes to that sha1), which the masters load.
+		full := *sc
+		full.Body = string(args[1])
+		sc = full.finish()
+	}
+	// The client's own sha1 (of its formatting) now answers EVALSHA.
+	s.scripts.loadBody(args[1], sc)
+	return sc
+}
+
+// awaitVerdict starts or joins the analysis of body and reports whether
+// its verdict is in: at once for a connection that may block (it waits),
+// never for one on the event loop, which is resumed when it is.
+func (s *Server) awaitVerdict(c *client, body []byte, sha string) bool {
+	var then func()
+	if c.resume != nil {
+		then = c.resume
+	}
+	job, err := s.understood.start(body, sha, then)
+	if err != nil {
+		c.errorf("ERR unknown script (sha1 %s): %s", sha, err)
+		return false
+	}
+	if c.resume != nil {
+		c.deferred = true
+		return false
+	}
+	<-job.done
+	return true
+}
+
+// checkScriptArgs checks what a call must pass for sc to mean what it was
+// understood to: enough KEYS and ARGV, database 0 where it SELECTs, a
+// publish command where it takes a command name from ARGV. It returns the
+// client's error, or "".
+func checkScriptArgs(sc *Script, keys, argv [][]byte) string {
+	switch {
+	case len(keys) < sc.MinKeys:
+		return fmt.Sprintf("ERR script %q reads KEYS[%d], but only %d KEYS were given", sc.Name, sc.MinKeys, len(keys))
+	case len(argv) < sc.MinArgs:
+		return fmt.Sprintf("ERR script %q reads ARGV[%d], but only %d ARGV were given", sc.Name, sc.MinArgs, len(argv))
+	case sc.TokenArg > 0 && !sc.TokenInKeys && sc.TokenArg > len(argv):
+		return fmt.Sprintf("ERR script %q expects the lock token in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TokenArg, len(argv))
+	case sc.TokenArg > 0 && sc.TokenInKeys && sc.TokenArg > len(keys):
+		return fmt.Sprintf("ERR script %q expects the lock token in KEYS[%d], but only %d KEYS were given", sc.Name, sc.TokenArg, len(keys))
+	case sc.KeyArg > len(argv):
+		return fmt.Sprintf("ERR script %q expects the lock key in ARGV[%d], but only %d ARGV were given", sc.Name, sc.KeyArg, len(argv))
+	case sc.DBArg > 0 && (sc.DBArg > len(argv) || string(argv[sc.DBArg-1]) != "0"):
+		return fmt.Sprintf("ERR script %q selects the database in ARGV[%d]: lockproxy serves database 0 only, so it must be 0", sc.Name, sc.DBArg)
+	}
+	for _, i := range sc.CommandArgs {
+		if i > len(argv) || !(strings.EqualFold(string(argv[i-1]), "publish") || strings.EqualFold(string(argv[i-1]), "spublish")) {
+			return fmt.Sprintf("ERR script %q runs ARGV[%d] as a command: lockproxy accepts publish or spublish there", sc.Name, i)
+		}
+	}
+	return ""
 }
 
 func cmdScript(s *Server, c *client, args [][]byte) {

@@ -20,12 +20,13 @@ import (
 
 // Server is the RESP front end.
 type Server struct {
-	cfg     Config
-	scripts *scriptTable
-	start   time.Time
-	maxTTL  time.Duration // the engine's, read on every acquisition
-	drift   float64       // the engine's clock drift factor
-	minTTL  time.Duration // shortest accounted TTL that leaves validity (minTTLFor)
+	cfg        Config
+	scripts    *scriptTable
+	understood *understander // scripts the catalog does not know, by what they do
+	start      time.Time
+	maxTTL     time.Duration // the engine's, read on every acquisition
+	drift      float64       // the engine's clock drift factor
+	minTTL     time.Duration // shortest accounted TTL that leaves validity (minTTLFor)
 
 	clients atomic.Int64 // connected clients
 	nextID  atomic.Int64
@@ -66,7 +67,8 @@ func New(cfg Config) (*Server, error) {
 	drift := cfg.Engine.Config().DriftFactor
 	return &Server{
 		cfg: cfg, scripts: newScriptTable(cfg.Catalog, cfg.LearnedScripts), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
-		drift: drift, minTTL: minTTLFor(drift),
+		understood: newUnderstander(cfg.Engine.Config().MaxTTL, cfg.Engine.Config().DriftFactor),
+		drift:      drift, minTTL: minTTLFor(drift),
 		conns: map[*clientConn]struct{}{}, idle: make(chan struct{}), release: make(chan struct{}),
 		budget: newInputBudget(cfg.MaxInputTotal),
 	}, nil
@@ -109,6 +111,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing = true
 	srvs := s.srvs
 	if first {
+		s.understood.close()
 		s.writeBy.Store(time.Now().Add(shutdownWriteGrace).UnixNano())
 		for c := range s.conns {
 			c.capWriteDeadline()
@@ -203,6 +206,12 @@ type client struct {
 	// scriptsFlushed stamps this connection's last SCRIPT FLUSH (0: none):
 	// it sees only the scripts loaded after it (scriptTable).
 	scriptsFlushed uint64
+	// resume, for a connection that must not block (on the event loop),
+	// is how an analysis tells it to go on: then a command that needs one
+	// sets deferred and the connection runs it again once told. nil: the
+	// command waits for the analysis.
+	resume   func()
+	deferred bool
 }
 
 func (s *Server) accept(conn redcon.Conn) bool {
@@ -294,7 +303,6 @@ func (s *Server) handle(conn redcon.Conn, first redcon.Command) {
 			conn.Close()
 		}
 	}()
-	c.w.Reset()
 	c.slots = c.slots[:0]
 	c.localBuf = c.localBuf[:0]
 	s.command(c, first.Args)
@@ -314,7 +322,6 @@ func (s *Server) handle(conn redcon.Conn, first redcon.Command) {
 	if cap(c.out) > 1<<20 || cap(c.localBuf) > 1<<20 {
 		c.out, c.localBuf = nil, nil // don't keep a burst's buffers
 	}
-	c.w.Reset()
 	c.releaseSlots()
 	closeAfter = c.quit
 }

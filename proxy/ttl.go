@@ -81,42 +81,64 @@ func minTTLFor(factor float64) time.Duration {
 	return m
 }
 
-// scriptTTLs checks every TTL an EVAL of sc carries in argv: the lock's
-// (TTLArg, accounted: returned for validity; 0 when none) and the others
+// scriptTTLs checks every TTL an EVAL of sc carries: the lock's (TTLArg,
+// accounted: returned for validity; 0 when none) and the others
 // (OtherTTLs). msg is the client's error, or "".
-func (s *Server) scriptTTLs(sc *Script, argv [][]byte) (ttl time.Duration, msg string) {
-	if sc.TTLArg > 0 && sc.Kind != quorum.Read {
-		if sc.TTLArg > len(argv) {
-			return 0, fmt.Sprintf("ERR script %q expects its TTL in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TTLArg, len(argv))
+func (s *Server) scriptTTLs(sc *Script, keys, argv [][]byte) (ttl time.Duration, msg string) {
+	switch {
+	case sc.Kind == quorum.Read:
+	case sc.TTLConst > 0:
+		ttl = sc.TTLConst
+	case sc.TTLArg > 0:
+		where, from := argName(sc.TTLInKeys, sc.TTLArg), argv
+		if sc.TTLInKeys {
+			from = keys
 		}
-		v, err := strconv.ParseInt(string(argv[sc.TTLArg-1]), 10, 64)
+		if sc.TTLArg > len(from) {
+			return 0, fmt.Sprintf("ERR script %q expects its TTL in %s, but only %d %s were given", sc.Name, where, len(from), where[:4])
+		}
+		v, err := strconv.ParseInt(string(from[sc.TTLArg-1]), 10, 64)
 		if err != nil {
-			return 0, fmt.Sprintf("ERR script %q: ARGV[%d] should be its TTL, an integer", sc.Name, sc.TTLArg)
+			return 0, fmt.Sprintf("ERR script %q: %s should be its TTL, an integer", sc.Name, where)
 		}
 		if ttl, msg = s.accountedTTL(v, sc.TTLUnit); msg != "" {
-			return 0, fmt.Sprintf("ERR script %q: ARGV[%d]: %s", sc.Name, sc.TTLArg, strings.TrimPrefix(msg, "ERR "))
+			return 0, fmt.Sprintf("ERR script %q: %s: %s", sc.Name, where, strings.TrimPrefix(msg, "ERR "))
 		}
 	}
-	return ttl, s.checkOtherTTLs(sc, argv)
+	return ttl, s.checkOtherTTLs(sc, keys, argv)
+}
+
+func argName(inKeys bool, i int) string {
+	if inKeys {
+		return "KEYS[" + strconv.Itoa(i) + "]"
+	}
+	return "ARGV[" + strconv.Itoa(i) + "]"
 }
 
 // checkOtherTTLs checks the TTLs a script carries besides its lock's
 // (Script.OtherTTLs): each must be a positive integer within max_ttl, as
 // SET's is. It returns the client's error, or "".
-func (s *Server) checkOtherTTLs(sc *Script, argv [][]byte) string {
+func (s *Server) checkOtherTTLs(sc *Script, keys, argv [][]byte) string {
 	for _, o := range sc.OtherTTLs {
-		if o.Arg > len(argv) {
-			return fmt.Sprintf("ERR script %q expects a TTL in ARGV[%d], but only %d ARGV were given", sc.Name, o.Arg, len(argv))
+		if o.Arg == 0 {
+			continue // a constant, checked when the script was understood
 		}
-		v, err := strconv.ParseInt(string(argv[o.Arg-1]), 10, 64)
+		where, from := argName(o.Keys, o.Arg), argv
+		if o.Keys {
+			from = keys
+		}
+		if o.Arg > len(from) {
+			return fmt.Sprintf("ERR script %q expects a TTL in %s, but only %d %s were given", sc.Name, where, len(from), where[:4])
+		}
+		v, err := strconv.ParseInt(string(from[o.Arg-1]), 10, 64)
 		if err != nil {
-			return fmt.Sprintf("ERR script %q: ARGV[%d] should be a TTL in %s, an integer", sc.Name, o.Arg, unitName(o.Unit))
+			return fmt.Sprintf("ERR script %q: %s should be a TTL in %s, an integer", sc.Name, where, unitName(o.Unit))
 		}
 		if v <= 0 {
-			return fmt.Sprintf("ERR script %q: ARGV[%d]: invalid expire time %d: a TTL must be positive", sc.Name, o.Arg, v)
+			return fmt.Sprintf("ERR script %q: %s: invalid expire time %d: a TTL must be positive", sc.Name, where, v)
 		}
 		if _, msg := s.ttlOf(v, o.Unit); msg != "" {
-			return fmt.Sprintf("ERR script %q: ARGV[%d]: %s", sc.Name, o.Arg, strings.TrimPrefix(msg, "ERR "))
+			return fmt.Sprintf("ERR script %q: %s: %s", sc.Name, where, strings.TrimPrefix(msg, "ERR "))
 		}
 	}
 	return ""

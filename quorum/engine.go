@@ -151,7 +151,8 @@ type Engine struct {
 	n, q  int
 	pipes []pipe
 	keys  keyTable
-	slots keySlots // failed acquisitions waiting for late replies, by key (keygen.go)
+	slots keySlots    // failed acquisitions waiting for late replies, by key (keygen.go)
+	loads scriptLoads // understood scripts loaded on each master (load.go)
 	// quarantine[i] is the unix time in ms until which master i's votes do
 	// not count (it lost its data and may have lost keys of valid locks);
 	// 0: none. Commands are still sent to it, so its state rebuilds.
@@ -193,6 +194,7 @@ func New(cfg Config) (*Engine, error) {
 	e.checkErrs = make([]atomic.Pointer[string], e.n)
 	e.keys.init()
 	e.slots.init()
+	e.loads.init(e.n)
 	var err error
 	if e.timers, err = newDeadlines(e.loop); err != nil {
 		return nil, fmt.Errorf("quorum: starting the deadline timer: %w", err)
@@ -205,7 +207,14 @@ func New(cfg Config) (*Engine, error) {
 		init = append(init, ScriptLoad(s))
 	}
 	e.qmon = newMonitor(e)
-	onState := e.qmon.onState(cfg.OnMasterState)
+	onState := e.qmon.onState(func(i int, up bool, err error) {
+		if up {
+			e.loads.reconnected(i)
+		}
+		if f := cfg.OnMasterState; f != nil {
+			f(i, up, err)
+		}
+	})
 	for i, addr := range cfg.Masters {
 		e.pipes = append(e.pipes, batching.New(batching.Options{
 			Addr:       addr,
@@ -268,25 +277,16 @@ func (e *Engine) UndoStats() (sent, lost, unconfirmed int64) {
 // Retries returns how many split votes were retried (retry.go).
 func (e *Engine) Retries() int64 { return e.retries.Load() }
 
-func (e *Engine) describe(i int, err error) string {
-	var me *batching.MasterError
-	if errors.As(err, &me) {
-		return me.Error()
-	}
-	return "master " + e.cfg.Masters[i] + ": " + err.Error()
-}
-
 // Submit starts r on behalf of w's connection. The outcome is available in
 // r once w.Wait returns.
 func (e *Engine) Submit(w *Waiter, r *Request) {
 	r.e, r.w = e, w
 	r.refs.Store(1) // the submitter's, until Release
-	w.reqs = append(w.reqs, r)
 	w.pending.Add(1)
 	if r.Key != "" && !e.keys.enter(r) {
 		return // queued behind another request on the same key
 	}
-	now := r.T0 // parsed just now: saves a clock read, and counts node_timeout from the parse
+	now := r.t0 // parsed just now: saves a clock read, and counts node_timeout from the parse
 	if now == 0 {
 		now = batching.Now()
 	}
@@ -301,11 +301,11 @@ func (e *Engine) Submit(w *Waiter, r *Request) {
 func (e *Engine) dispatch(r *Request, now int64) bool {
 	timeout := e.cfg.NodeTimeout
 	if r.TTL > 0 {
-		left := Validity(r.TTL, time.Duration(now-r.T0), e.cfg.DriftFactor)
+		left := Validity(r.TTL, time.Duration(now-r.t0), e.cfg.DriftFactor)
 		if left <= 0 {
 			// It waited too long behind its key: nothing to send.
 			r.mu.Lock()
-			r.Reply = r.NoReply
+			r.reply = r.noReply
 			r.decidedIn = true
 			r.mu.Unlock()
 			return true
@@ -320,7 +320,7 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	e.timers.push(r, dl)
 	e.supersede(r)
 	opDeadline := dl
-	if r.Kind == Release {
+	if r.kind == Release {
 		// A release still frees the key on a master that gets it after
 		// the vote was decided, instead of leaving it there until its
 		// TTL: it is written however late (queue_limit still bounds a
@@ -328,8 +328,14 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 		opDeadline = 0
 	}
 	for i, p := range e.pipes {
+		if r.skip&(1<<i) != 0 {
+			r.ref()
+			r.Complete(i, batching.Reply{}, &notSentError{errSkipped})
+			continue
+		}
+		e.loadFirst(i, r)
 		r.ref() // dropped by the op's Complete, which may run at once on the loop
-		if err := p.Submit(batching.Op{Cmd: r.Cmd, Deadline: opDeadline, C: r}); err != nil {
+		if err := p.Submit(batching.Op{Cmd: r.cmd, Deadline: opDeadline, C: r}); err != nil {
 			r.Complete(i, batching.Reply{}, &notSentError{err})
 		}
 	}
@@ -363,7 +369,7 @@ func (e *Engine) finish(r *Request) {
 		// outcome decides the fate of the requests queued on its key.
 		r.ref()
 		decidedAt := batching.Now()
-		r.DecidedAt = decidedAt
+		r.decidedAt = decidedAt
 		r.done.Store(true)
 		holder := r // the request whose outcome is the key's current state
 		r.w.signal()
@@ -377,7 +383,7 @@ func (e *Engine) finish(r *Request) {
 				holder.unref()
 				return
 			}
-			if next.Exclusive && holder.Exclusive && (holder.contended || holder.Validity > time.Duration(batching.Now()-decidedAt)) {
+			if next.exclusive && holder.exclusive && (holder.contended || holder.validity > time.Duration(batching.Now()-decidedAt)) {
 				// A plain SET NX queued while a SET NX on its key was in
 				// flight, which found the key held (a quorum refused it, or
 				// it took the lock and is still valid): the two were
@@ -385,27 +391,25 @@ func (e *Engine) finish(r *Request) {
 				// refused too, without a round trip. Only requests that
 				// waited behind it are answered so; later ones ask the
 				// masters.
-				next.answerQueued(next.NoReply, nil)
+				next.answerQueued(next.noReply, nil)
 				continue
 			}
-			if nq := (*NoQuorumError)(nil); next.Exclusive && holder.Exclusive && errors.As(holder.Err, &nq) {
+			if nq := (*NoQuorumError)(nil); next.exclusive && holder.exclusive && errors.As(holder.err, &nq) {
 				// Likewise a plain SET NX queued behind one that got
 				// NOQUORUM gets that answer: the masters that missed it
 				// are no likelier to answer next, and a hot key must not
 				// make each queued client wait node_timeout in turn (32
 				// clients, 3 of 5 masters paused: 32 x node_timeout).
-				next.answerQueued(batching.Reply{}, holder.Err)
+				next.answerQueued(batching.Reply{}, holder.err)
 				continue
 			}
-			w := next.w // next may be decided and released once sent
 			if e.dispatch(next, batching.Now()) {
 				holder.unref()
 				r = next
 				break // finish next, then carry on with its key
 			}
-			// next is in flight; its decision continues the chain. Wake
-			// its connection so that it enforces next's new deadline.
-			w.poke()
+			// next is in flight; its decision (or its deadline, which the
+			// engine keeps) continues the chain.
 			holder.unref()
 			return
 		}
@@ -416,10 +420,10 @@ func (e *Engine) finish(r *Request) {
 // sending it to the masters, and publishes the outcome.
 func (r *Request) answerQueued(rep batching.Reply, err error) {
 	r.mu.Lock()
-	r.Reply, r.Err = rep, err
+	r.reply, r.err = rep, err
 	r.decidedIn = true
 	r.mu.Unlock()
-	r.DecidedAt = batching.Now()
+	r.decidedAt = batching.Now()
 	r.done.Store(true)
 	r.w.signal()
 }

@@ -14,9 +14,9 @@ import (
 // undo would delete a key that write holds, perhaps one a granted lock
 // counts on. So a failed acquisition still waiting for late replies is
 // registered on its key's slot, and every later write on the key marks it
-// superseded unless its token is known to differ (another client's SET NX):
-// a superseded request's late undos are not sent, and its key is left to
-// expire by its TTL. Keys share slots by hash; a collision only skips an
+// superseded on the masters the write goes to, unless its token is known to
+// differ (another client's SET NX): there the request's late undos are not
+// sent, and its key is left to expire by its TTL. Keys share slots by hash; a collision only skips an
 // undo, which is safe.
 //
 // The slot's lock orders the two: a write marks the waiting requests before
@@ -44,8 +44,8 @@ func (r *Request) slotKey() []byte {
 	if r.Key != "" {
 		return []byte(r.Key) // no copy: the compiler keeps it on the stack
 	}
-	if len(r.UndoKeys) > 0 {
-		return r.UndoKeys[0]
+	if len(r.undoKeys) > 0 {
+		return r.undoKeys[0]
 	}
 	return nil
 }
@@ -53,18 +53,19 @@ func (r *Request) slotKey() []byte {
 // supersede is told of every write dispatched: it marks the failed
 // acquisitions waiting on its key whose token it may write.
 func (e *Engine) supersede(w *Request) {
-	if w.Kind == Read {
+	if w.kind == Read {
 		return
 	}
 	key := w.slotKey()
 	if key == nil {
 		return
 	}
+	sent := ^w.skip // the masters w goes to
 	s := e.slots.of(key)
 	s.mu.Lock()
 	for _, q := range s.waiting {
-		if w.UndoToken == nil || bytes.Equal(w.UndoToken, q.UndoToken) {
-			q.superseded = true
+		if w.token == nil || bytes.Equal(w.token, q.undoToken) {
+			q.superseded |= sent
 		}
 	}
 	s.mu.Unlock()

@@ -25,18 +25,31 @@ func Validity(ttl, elapsed time.Duration, factor float64) time.Duration {
 	return ttl - elapsed - Drift(ttl, factor)
 }
 
-// NoQuorumError is the reply when fewer than a quorum of masters answered:
-// the lock state is unknown, which a client must never take for "held by
-// someone else".
+// NoQuorumError is the outcome when fewer than a quorum of masters
+// answered: the lock state is unknown, which a client must never take for
+// "held by someone else". The proxy writes the client's text from it.
 type NoQuorumError struct {
 	Answered, N, Q int
-	Why            []string // per unavailable master: "addr: reason"
+	Masters        []MasterFailure // the masters whose vote did not count, and why
 }
 
+// MasterFailure is one master's missing vote: Err is a *QuarantineError,
+// *EvictionError, *StaleError, ErrNodeTimeout, a *batching.MasterError
+// (down, queue full…), or the master's own error reply (LOADING, BUSY…).
+type MasterFailure struct {
+	Addr string
+	Err  error
+}
+
+// Error is a plain rendering, for logs and tests.
 func (e *NoQuorumError) Error() string {
 	s := fmt.Sprintf("NOQUORUM %d of %d masters answered, %d needed", e.Answered, e.N, e.Q)
-	if len(e.Why) > 0 {
-		s += " (" + strings.Join(e.Why, "; ") + ")"
+	if len(e.Masters) > 0 {
+		why := make([]string, len(e.Masters))
+		for i, m := range e.Masters {
+			why[i] = "master " + m.Addr + ": " + m.Err.Error()
+		}
+		s += " (" + strings.Join(why, "; ") + ")"
 	}
 	return s
 }

@@ -70,7 +70,7 @@ return 1`
 	}
 	// A stranger retries, as lock clients do (one attempt may meet a
 	// scheduling hiccup on a loaded machine).
-	var r *quorum.Request
+	var r outcome
 	for try := 0; try < 10 && time.Until(validUntil) > time.Second; try++ {
 		if r = acquire(t, a2, "k", "tokB", 500*time.Millisecond); r.Err == nil {
 			break

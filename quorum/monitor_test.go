@@ -2,7 +2,6 @@ package quorum_test
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,20 +11,21 @@ import (
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
-// acquire runs SET key token NX PX ttl through e and returns the request.
-func acquire(t *testing.T, e *quorum.Engine, key, token string, ttl time.Duration) *quorum.Request {
+// outcome is a decided request's reply and error.
+type outcome struct {
+	Reply batching.Reply
+	Err   error
+}
+
+// acquire runs SET key token NX PX ttl through e and returns its outcome.
+func acquire(t *testing.T, e *quorum.Engine, key, token string, ttl time.Duration) outcome {
 	t.Helper()
 	w := quorum.NewWaiter()
-	ms := []byte(strconv.FormatInt(ttl.Milliseconds(), 10))
-	r := &quorum.Request{
-		Kind: quorum.Acquire, Agg: quorum.AggVote, Rule: quorum.YesOK, Key: key, NKeys: 1,
-		Cmd:      batching.AppendCommand(nil, []byte("SET"), []byte(key), []byte(token), []byte("NX"), []byte("PX"), ms),
-		UndoKeys: [][]byte{[]byte(key)}, UndoToken: []byte(token), NilIsNoop: true, Exclusive: true,
-		TTL: ttl, NoReply: batching.ReplyNil, T0: batching.Now(),
-	}
+	r := e.Acquire([]byte(key), []byte(token), ttl, batching.Now())
 	e.Submit(w, r)
 	e.Wait(w)
-	return r
+	rep, err := r.Result()
+	return outcome{rep, err}
 }
 
 // TestEvictingMasterDoesNotVote (issue 11, item 2): a master whose

@@ -23,14 +23,7 @@ func TestPooledRequestOutlivesItsSubmitter(t *testing.T) {
 	t.Cleanup(func() { quorum.SetRecycleHook(nil) })
 
 	acquire := func(key string) *quorum.Request {
-		r := quorum.NewRequest()
-		r.Kind, r.Agg, r.Rule = quorum.Acquire, quorum.AggVote, quorum.YesOK
-		r.Key, r.NKeys = key, 1
-		r.Cmd = batching.AppendCommand(nil, []byte("SET"), []byte(key), []byte("tok"), []byte("NX"), []byte("PX"), []byte("10000"))
-		r.UndoKeys, r.UndoToken = r.OneUndoKey([]byte(key)), []byte("tok")
-		r.Exclusive, r.NilIsNoop = true, true
-		r.TTL, r.NoReply, r.T0 = 10*time.Second, batching.ReplyNil, batching.Now()
-		return r
+		return e.Acquire([]byte(key), []byte("tok"), 10*time.Second, batching.Now())
 	}
 
 	wait := func(w *quorum.Waiter) {
@@ -49,15 +42,14 @@ func TestPooledRequestOutlivesItsSubmitter(t *testing.T) {
 	r := acquire("pool:a")
 	e.Submit(w, r)
 	wait(w)
-	if r.Err != nil || !r.Reply.IsOK() {
-		t.Fatalf("acquire with every master up: %v %v", r.Reply, r.Err)
+	if rep, err := r.Result(); err != nil || !rep.IsOK() {
+		t.Fatalf("acquire with every master up: %v %v", rep, err)
 	}
 	select {
 	case <-recycled:
 		t.Fatal("a request was recycled before its submitter released it")
 	case <-time.After(100 * time.Millisecond): // its masters' replies are in by now
 	}
-	w.Reset()
 	r.Release()
 	select {
 	case got := <-recycled:
@@ -76,10 +68,9 @@ func TestPooledRequestOutlivesItsSubmitter(t *testing.T) {
 	r = acquire("pool:b")
 	e.Submit(w, r)
 	wait(w)
-	if r.Err != nil || !r.Reply.IsOK() {
-		t.Fatalf("acquire with 2 of 3 masters: %v %v", r.Reply, r.Err)
+	if rep, err := r.Result(); err != nil || !rep.IsOK() {
+		t.Fatalf("acquire with 2 of 3 masters: %v %v", rep, err)
 	}
-	w.Reset()
 	r.Release()
 	select {
 	case <-recycled:

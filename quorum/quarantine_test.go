@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/internal/redisproc"
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -249,15 +248,7 @@ func TestQuarantinedVotesDoNotCount(t *testing.T) {
 		return !v[0] && !v[1] && v[2] && ms[0].Up && ms[1].Up &&
 			ms[0].QuarantineWhy == quorum.WhyRestarted && ms[1].QuarantineWhy == quorum.WhyRestarted
 	})
-	w := quorum.NewWaiter()
-	r := &quorum.Request{
-		Kind: quorum.Acquire, Agg: quorum.AggVote, Rule: quorum.YesOK, Key: "k", NKeys: 1,
-		Cmd:      batching.AppendCommand(nil, []byte("SET"), []byte("k"), []byte("t"), []byte("NX"), []byte("PX"), []byte("1000")),
-		UndoKeys: [][]byte{[]byte("k")}, UndoToken: []byte("t"), NilIsNoop: true,
-		TTL: time.Second, NoReply: batching.ReplyNil, T0: batching.Now(),
-	}
-	e.Submit(w, r)
-	e.Wait(w)
+	r := acquire(t, e, "k", "t", time.Second)
 	if r.Err == nil || !strings.HasPrefix(r.Err.Error(), "NOQUORUM 1 of 3") || strings.Count(r.Err.Error(), "quarantined until") != 2 {
 		t.Fatalf("acquire with 2 of 3 quarantined: reply %+v err %v; want NOQUORUM naming both quarantines", r.Reply, r.Err)
 	}

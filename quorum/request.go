@@ -52,44 +52,50 @@ type Request struct {
 	undoCmd    []byte // built on first use
 	errs       [MaxMasters]error
 
-	Kind    Kind
-	Agg     Agg
-	Rule    VoteRule // AggVote: which reply is a yes
-	Combine Combine  // AggVote: which reply the client gets on success
+	// What the operation is; set by its constructor (ops.go).
+	kind    Kind
+	agg     Agg
+	rule    *VoteRule // AggVote: which reply is a yes
+	combine Combine   // AggVote: which reply the client gets on success
 	// Key serializes the request behind others on the same key from this
 	// process (at most one quorum attempt per key in flight); "" = none.
 	Key   string
-	NKeys int    // keys the command names (YesNumKeys, AggKeys)
-	Cmd   []byte // the command every master gets
-	// UndoKeys and UndoToken describe the compensating command of an
-	// acquisition (compare-and-delete of each key with the token), built
-	// only when an acquisition fails and sent to every master that may have
-	// applied Cmd. They may alias Cmd.
-	UndoKeys  [][]byte
-	UndoToken []byte
-	// Exclusive marks a plain SET NX: it cannot succeed while another
+	nkeys int    // keys the command names (YesNumKeys, AggKeys)
+	cmd   []byte // the command every master gets
+	// undoKeys, undoToken and undoOp describe the compensating command of
+	// an acquisition, built only when it fails and sent to every master
+	// where it wrote. They may alias cmd.
+	undoKeys  [][]byte
+	undoToken []byte
+	undoOp    UndoOp
+	undoExtra [][]byte // UndoZRem: members the acquisition adds besides the token
+	// token is the lock token this operation writes or checks, when known
+	// (supersede: keygen.go); nil: unknown, it may write any.
+	token []byte
+	// load, for a script not loaded on every master connection: its body
+	// and sha1, loaded on a master before its first use there.
+	load *ScriptOp
+	// exclusive marks a plain SET NX: it cannot succeed while another
 	// acquisition of the key from this process holds validity, so queued
 	// behind one that succeeded it is answered "not acquired" at once.
-	Exclusive bool
-	// NoIsNoop marks acquisitions whose every reply that is neither a yes
-	// nor an error proves the master changed nothing (catalogued acquire
-	// scripts that return before writing): no undo is sent to masters that
-	// answered so. Without it, an undo would delete a key that already held
-	// the same token, which the refused script left alone, as Redis does.
-	NoIsNoop bool
-	// NilIsNoop marks commands whose nil reply proves the master changed
+	exclusive bool
+	// noIsNoop marks acquisitions whose every reply that is neither a yes
+	// nor an error proves the master changed nothing (acquire scripts that
+	// return before writing): no undo is sent to masters that answered so.
+	noIsNoop bool
+	// nilIsNoop marks commands whose nil reply proves the master changed
 	// nothing (SET NX): no undo is sent to masters that answered nil.
-	NilIsNoop bool
+	nilIsNoop bool
 	TTL       time.Duration  // validity accounting for Acquire/Extend; 0: none
-	NoReply   batching.Reply // the reply when a quorum said yes but validity ran out
-	T0        int64          // batching.Now() when the command was parsed
+	noReply   batching.Reply // the reply when the vote is lost and no master said otherwise
+	pttlAt    int            // where no replies carry the holder's PTTL: 0 nowhere, 1 the reply, i+1 the array's i-th element
+	t0        int64          // batching.Now() when the command was parsed
 
-	// Outcome, valid once decided.
-	Reply    batching.Reply
-	Err      error         // *NoQuorumError or another error for the client
-	Validity time.Duration // Acquire/Extend: remaining validity at decision
-	// DecidedAt is batching.Now() when the outcome was published.
-	DecidedAt int64
+	// Outcome, valid once decided (Outcome, Result).
+	reply     batching.Reply
+	err       error         // *NoQuorumError or another error for the client
+	validity  time.Duration // Acquire/Extend: remaining validity at decision
+	decidedAt int64         // batching.Now() when the outcome was published
 
 	e        *Engine
 	w        *Waiter
@@ -103,6 +109,8 @@ type Request struct {
 	// contended: a quorum answered and refused (the key is held); set
 	// before the decision is published.
 	contended bool
+	// won: a quorum said yes (with validity left, for timed kinds).
+	won bool
 	// A split vote's retry (retry.go) runs as a child request on behalf of
 	// parent, which publishes its outcome; the child holds a reference to
 	// the parent, whose command it aliases.
@@ -111,7 +119,10 @@ type Request struct {
 	// key's slot; a later write of its token marks it superseded
 	// (keygen.go). Both under slot.mu.
 	slot       *keySlot
-	superseded bool
+	superseded uint16 // masters (bit i) a later write of the token went to
+	// skip: masters this request is not sent to (a split vote's retry
+	// skips those where its parent's part is still unknown).
+	skip uint16
 }
 
 // Per-master state of a request. The undo of a failed acquisition depends
@@ -216,6 +227,9 @@ func (r *Request) complete(master int, rep batching.Reply, err error) {
 		return
 	}
 	if err == nil && unavailable(rep) {
+		if r.load != nil && noScript(&rep) {
+			r.e.loads.forget(master, r.load.SHA1)
+		}
 		err = &refusedError{msg: string(rep.Str)}
 	}
 	var quarantined error
@@ -237,13 +251,13 @@ func (r *Request) complete(master int, rep batching.Reply, err error) {
 		// master did.
 		r.state[master] = ignored
 		r.replies[master] = rep
-		r.yesFrom[master] = r.Agg == AggVote && r.Rule.IsYes(&r.replies[master], r.NKeys)
+		r.yesFrom[master] = r.agg == AggVote && r.rule.IsYes(&r.replies[master], r.nkeys)
 		r.miss(master, quarantined)
 	default:
 		r.state[master] = replied
 		r.replies[master] = rep
 		r.answered++
-		if r.Agg == AggVote && r.Rule.IsYes(&r.replies[master], r.NKeys) {
+		if r.agg == AggVote && r.rule.IsYes(&r.replies[master], r.nkeys) {
 			r.yesFrom[master] = true
 			r.yes++
 		}
@@ -289,7 +303,7 @@ func (r *Request) late(master int, rep batching.Reply, err error) {
 	default:
 		r.state[master] = ignored
 		r.replies[master] = rep
-		r.yesFrom[master] = r.Agg == AggVote && r.Rule.IsYes(&r.replies[master], r.NKeys)
+		r.yesFrom[master] = r.agg == AggVote && r.rule.IsYes(&r.replies[master], r.nkeys)
 	}
 	if r.undoing {
 		r.undoLate(master)
@@ -336,7 +350,7 @@ func (r *Request) expire() {
 			// Its reply may still come, and says whether the master
 			// applied the command (late).
 			r.state[i] = timedOut
-			r.errs[i] = errNodeTimeout
+			r.errs[i] = ErrNodeTimeout
 			if f := r.e.cfg.OnMiss; f != nil {
 				f(i, MissTimeout)
 			}
@@ -354,7 +368,22 @@ func (r *Request) expire() {
 	}
 }
 
-var errNodeTimeout = errors.New("no reply within node_timeout")
+// ErrNodeTimeout is a master that did not answer within node_timeout.
+var ErrNodeTimeout = errors.New("no reply within node_timeout")
+
+// unwrapMaster strips what only says which master failed: the failure
+// names its master itself.
+func unwrapMaster(err error) error {
+	var ns *notSentError
+	if errors.As(err, &ns) {
+		err = ns.err
+	}
+	var me *batching.MasterError
+	if errors.As(err, &me) {
+		return me.Err
+	}
+	return err
+}
 
 // Miss says why a master's vote did not count, for metrics.
 type Miss uint8
@@ -387,7 +416,7 @@ func (r *Request) tryDecide(force bool) bool {
 	if outstanding == 0 {
 		force = true
 	}
-	switch r.Agg {
+	switch r.agg {
 	case AggVote:
 		if !r.decideVote(n, q, outstanding, force) {
 			return false
@@ -423,7 +452,7 @@ func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
 	switch {
 	case r.yes >= q:
 		r.success()
-	case r.Kind == Release && no <= n-q:
+	case r.kind == Release && no <= n-q:
 		// Not refused by enough masters to prove the token is not held
 		// on a quorum: the masters that did not answer may hold it. Wait
 		// for them; then, with a quorum answering, the release stands
@@ -451,22 +480,23 @@ func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
 // success: a quorum voted yes.
 func (r *Request) success() {
 	if r.TTL > 0 {
-		r.Validity = Validity(r.TTL, time.Duration(batching.Now()-r.T0), r.e.cfg.DriftFactor)
-		if r.Validity <= 0 {
-			r.Reply = r.NoReply
+		r.validity = Validity(r.TTL, time.Duration(batching.Now()-r.t0), r.e.cfg.DriftFactor)
+		if r.validity <= 0 {
+			r.reply = r.noReply
 			r.undo()
 			return
 		}
 	}
+	r.won = true
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] == replied && r.yesFrom[i] {
-			r.Reply = r.replies[i]
+			r.reply = r.replies[i]
 			break
 		}
 	}
-	if r.Combine == CombineQthTTL {
-		r.Reply = batching.Reply{Type: batching.Integer, Int: r.qthTTL(func(rep batching.Reply) (int64, bool) {
-			return rep.Int, r.Rule.IsYes(&rep, r.NKeys)
+	if r.combine == CombineQthTTL {
+		r.reply = batching.Reply{Type: batching.Integer, Int: r.qthTTL(func(rep batching.Reply) (int64, bool) {
+			return rep.Int, r.rule.IsYes(&rep, r.nkeys)
 		})}
 	}
 }
@@ -476,15 +506,15 @@ func (r *Request) success() {
 // acquisition that some masters granted may be a split vote (retry.go).
 func (r *Request) failure() {
 	if int(r.answered) < r.e.q {
-		r.Err = r.noQuorum()
+		r.err = r.noQuorum()
 	} else {
-		r.Reply = r.mostCommonNo()
+		r.reply = r.mostCommonNo()
 		// With some yes votes the key may be free: the vote split
 		// between concurrent attempts (other proxies'), each undone.
 		r.contended = r.yes == 0
 	}
 	r.undo()
-	if r.Err == nil && r.yes > 0 {
+	if r.err == nil && r.yes > 0 {
 		r.retrying = r.e.mayRetry(r)
 	}
 }
@@ -497,13 +527,14 @@ func (r *Request) failure() {
 // the holder is told so with the yes reply (a "not the owner" reply would
 // be false for a valid holder whose lock sits on the unanswered masters).
 func (r *Request) releaseUnconfirmed() {
+	r.won = true
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] == replied && r.yesFrom[i] {
-			r.Reply = r.replies[i]
+			r.reply = r.replies[i]
 			return
 		}
 	}
-	r.Reply = r.mostCommonNo() // unreachable: a quorum answered and at most n-q said no
+	r.reply = r.mostCommonNo() // unreachable: a quorum answered and at most n-q said no
 }
 
 func (r *Request) noQuorum() *NoQuorumError {
@@ -512,7 +543,7 @@ func (r *Request) noQuorum() *NoQuorumError {
 	e := &NoQuorumError{Answered: r.e.n - int(r.failed), N: r.e.n, Q: r.e.q}
 	for i := 0; i < r.e.n; i++ {
 		if r.errs[i] != nil {
-			e.Why = append(e.Why, r.e.describe(i, r.errs[i]))
+			e.Masters = append(e.Masters, MasterFailure{Addr: r.e.cfg.Masters[i], Err: unwrapMaster(r.errs[i])})
 		}
 	}
 	return e
@@ -522,7 +553,7 @@ func (r *Request) noQuorum() *NoQuorumError {
 // master that may have applied it. It is queued behind the acquisition on
 // each master's ordered pipeline, so it cannot overtake it.
 func (r *Request) undo() {
-	if r.Kind != Acquire || len(r.UndoKeys) == 0 {
+	if r.kind != Acquire || r.undoOp == UndoNone || len(r.undoKeys) == 0 {
 		return
 	}
 	r.undoing = true
@@ -557,7 +588,7 @@ func (r *Request) undoOne(i int) {
 		return
 	}
 	if r.undoCmd == nil {
-		r.undoCmd = UndoCommand(r.UndoKeys, r.UndoToken)
+		r.undoCmd = r.undoCommand()
 	}
 	r.e.submitUndo(i, r.undoCmd)
 }
@@ -574,7 +605,7 @@ func (r *Request) undoLate(i int) {
 	}
 	r.slot.mu.Lock()
 	defer r.slot.mu.Unlock()
-	if r.superseded {
+	if r.superseded&(1<<i) != 0 {
 		r.e.unconfirmed.Add(1)
 		return
 	}
@@ -593,9 +624,9 @@ func (r *Request) applied(i int) bool {
 		return true
 	case rep.Type == batching.Error:
 		return false
-	case r.NilIsNoop && rep.Type == batching.Nil:
+	case r.nilIsNoop && rep.Type == batching.Nil:
 		return false
-	case r.NoIsNoop:
+	case r.noIsNoop:
 		return false
 	}
 	return true

@@ -67,6 +67,7 @@ func fakeEngine(n int) *Engine {
 	e := &Engine{cfg: cfg, n: n, q: Size(n)}
 	e.keys.init()
 	e.slots.init()
+	e.loads.init(n)
 	e.timers, _ = newDeadlines(nil)
 	e.pipes = nil
 	e.quarantine = make([]atomic.Int64, n)
@@ -79,10 +80,9 @@ func fakeEngine(n int) *Engine {
 
 func acquireReq(e *Engine) (*Request, *Waiter) {
 	w := NewWaiter()
-	r := &Request{Kind: Acquire, Agg: AggVote, Rule: YesOK, NKeys: 1, TTL: 10 * time.Second,
-		NoReply: batching.ReplyNil, NilIsNoop: true, T0: batching.Now()}
+	r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, TTL: 10 * time.Second,
+		noReply: batching.ReplyNil, nilIsNoop: true, t0: batching.Now()}
 	r.e, r.w = e, w
-	w.reqs = append(w.reqs, r)
 	w.pending.Add(1)
 	return r, w
 }
@@ -101,8 +101,8 @@ func TestVoteEarlyDecision(t *testing.T) {
 			}
 			r.Complete(i, batching.ReplyOK, nil)
 		}
-		if !r.Decided() || r.Err != nil || !r.Reply.IsOK() || r.Validity <= 0 {
-			t.Fatalf("n=%d: after %d yes: decided=%v err=%v reply=%v validity=%v", n, q, r.Decided(), r.Err, r.Reply, r.Validity)
+		if !r.Decided() || r.err != nil || !r.reply.IsOK() || r.validity <= 0 {
+			t.Fatalf("n=%d: after %d yes: decided=%v err=%v reply=%v validity=%v", n, q, r.Decided(), r.err, r.reply, r.validity)
 		}
 		// Contention: once n-q+1 masters said nil, q yes is impossible
 		// and at least q answered (when n-q+1 >= q), so nil at once.
@@ -112,8 +112,8 @@ func TestVoteEarlyDecision(t *testing.T) {
 			r.Complete(i, batching.ReplyNil, nil)
 		}
 		if no >= q {
-			if !r.Decided() || r.Err != nil || r.Reply.Type != batching.Nil {
-				t.Fatalf("n=%d: after %d nil: decided=%v err=%v reply=%v", n, no, r.Decided(), r.Err, r.Reply)
+			if !r.Decided() || r.err != nil || r.reply.Type != batching.Nil {
+				t.Fatalf("n=%d: after %d nil: decided=%v err=%v reply=%v", n, no, r.Decided(), r.err, r.reply)
 			}
 		} else if r.Decided() {
 			// Fewer than q answered: it waits to tell NOQUORUM from
@@ -138,10 +138,10 @@ func TestVoteNoQuorum(t *testing.T) {
 		t.Fatal("every master accounted for: must decide")
 	}
 	var nq *NoQuorumError
-	if !errors.As(r.Err, &nq) || nq.Answered != 2 || nq.N != 5 || nq.Q != 3 {
-		t.Fatalf("want NOQUORUM 2 of 5, got %v", r.Err)
+	if !errors.As(r.err, &nq) || nq.Answered != 2 || nq.N != 5 || nq.Q != 3 {
+		t.Fatalf("want NOQUORUM 2 of 5, got %v", r.err)
 	}
-	if got := r.Err.Error(); !strings.HasPrefix(got, "NOQUORUM 2 of 5 masters answered, 3 needed (master m2:1: connection refused;") {
+	if got := r.err.Error(); !strings.HasPrefix(got, "NOQUORUM 2 of 5 masters answered, 3 needed (master m2:1: connection refused;") {
 		t.Fatalf("message %q", got)
 	}
 }
@@ -156,8 +156,8 @@ func TestVoteWaitsWhileQuorumStillPossible(t *testing.T) {
 		t.Fatal("decided with 2 yes and 2 outstanding")
 	}
 	r.expire() // node_timeout passes
-	if !r.Decided() || r.Err == nil {
-		t.Fatalf("expired with 2 of 5 answered: want NOQUORUM, got reply=%v err=%v", r.Reply, r.Err)
+	if !r.Decided() || r.err == nil {
+		t.Fatalf("expired with 2 of 5 answered: want NOQUORUM, got reply=%v err=%v", r.reply, r.err)
 	}
 }
 
@@ -165,18 +165,18 @@ func TestValidityExpiredFails(t *testing.T) {
 	e := fakeEngine(3)
 	r, _ := acquireReq(e)
 	r.TTL = 5 * time.Millisecond
-	r.T0 = batching.Now() - int64(10*time.Millisecond) // parsed 10ms ago
+	r.t0 = batching.Now() - int64(10*time.Millisecond) // parsed 10ms ago
 	r.Complete(0, batching.ReplyOK, nil)
 	r.Complete(1, batching.ReplyOK, nil)
-	if !r.Decided() || r.Reply.Type != batching.Nil || r.Err != nil {
-		t.Fatalf("quorum yes after validity ran out must be 'not acquired': reply=%v err=%v", r.Reply, r.Err)
+	if !r.Decided() || r.reply.Type != batching.Nil || r.err != nil {
+		t.Fatalf("quorum yes after validity ran out must be 'not acquired': reply=%v err=%v", r.reply, r.err)
 	}
 }
 
 func TestMostCommonNoReply(t *testing.T) {
 	e := fakeEngine(5)
 	w := NewWaiter()
-	r := &Request{Kind: Release, Agg: AggVote, Rule: YesOne, NKeys: 1, NoReply: batching.Reply{Type: batching.Integer}}
+	r := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, noReply: batching.Reply{Type: batching.Integer}}
 	r.e, r.w = e, w
 	w.pending.Add(1)
 	minus1 := batching.Reply{Type: batching.Integer, Int: -1}
@@ -184,15 +184,15 @@ func TestMostCommonNoReply(t *testing.T) {
 	r.Complete(0, minus1, nil)
 	r.Complete(1, zero, nil)
 	r.Complete(2, minus1, nil)
-	if !r.Decided() || !r.Reply.Equal(minus1) {
-		t.Fatalf("want the most common no reply -1, got %v (decided %v)", r.Reply, r.Decided())
+	if !r.Decided() || !r.reply.Equal(minus1) {
+		t.Fatalf("want the most common no reply -1, got %v (decided %v)", r.reply, r.Decided())
 	}
 }
 
 func TestQthTTL(t *testing.T) {
 	e := fakeEngine(5)
 	w := NewWaiter()
-	r := &Request{Kind: Read, Agg: AggValueTTL, NKeys: 1}
+	r := &Request{kind: Read, agg: AggValueTTL, nkeys: 1}
 	r.e, r.w = e, w
 	w.pending.Add(1)
 	pair := func(v string, ttl int64) batching.Reply {
@@ -209,15 +209,15 @@ func TestQthTTL(t *testing.T) {
 		t.Fatal("3 of 5 hold tok: should decide")
 	}
 	// Q-th (3rd) largest among holders: 8000, minus drift 80ms+2ms.
-	if r.Reply.Int != 8000-82 {
-		t.Fatalf("PTTL = %d, want %d", r.Reply.Int, 8000-82)
+	if r.reply.Int != 8000-82 {
+		t.Fatalf("PTTL = %d, want %d", r.reply.Int, 8000-82)
 	}
 }
 
 func TestKeysOutcome(t *testing.T) {
 	e := fakeEngine(3)
 	w := NewWaiter()
-	r := &Request{Kind: Read, Agg: AggKeys, NKeys: 2}
+	r := &Request{kind: Read, agg: AggKeys, nkeys: 2}
 	r.e, r.w = e, w
 	w.pending.Add(1)
 	arr := func(a, b int64) batching.Reply {
@@ -226,8 +226,8 @@ func TestKeysOutcome(t *testing.T) {
 	r.Complete(0, arr(1, 0), nil)
 	r.Complete(1, arr(1, 1), nil)
 	r.Complete(2, arr(0, 0), nil)
-	if !r.Decided() || r.Reply.Int != 1 {
-		t.Fatalf("keys held by a quorum = %v, want 1", r.Reply)
+	if !r.Decided() || r.reply.Int != 1 {
+		t.Fatalf("keys held by a quorum = %v, want 1", r.reply)
 	}
 }
 
@@ -240,8 +240,8 @@ func TestUnavailableErrorsAreNotVotes(t *testing.T) {
 	if !r.Decided() {
 		t.Fatal("2 of 3 unavailable: should decide")
 	}
-	if r.Err == nil {
-		t.Fatalf("LOADING masters must make NOQUORUM, got reply %v", r.Reply)
+	if r.err == nil {
+		t.Fatalf("LOADING masters must make NOQUORUM, got reply %v", r.reply)
 	}
 }
 
@@ -266,9 +266,9 @@ func TestKeyQueueReleasesGoFirst(t *testing.T) {
 	var kt keyTable
 	kt.init()
 	w1, w2, w3 := NewWaiter(), NewWaiter(), NewWaiter()
-	run := &Request{Key: "k", Exclusive: true, w: w1}
-	a1 := &Request{Key: "k", Exclusive: true, w: w2}
-	a2 := &Request{Key: "k", Exclusive: true, w: w3}
+	run := &Request{Key: "k", exclusive: true, w: w1}
+	a1 := &Request{Key: "k", exclusive: true, w: w2}
+	a2 := &Request{Key: "k", exclusive: true, w: w3}
 	rel := &Request{Key: "k", w: w1}
 	ext := &Request{Key: "k", w: w1}
 	// w3's own release stays behind w3's earlier SET NX: one connection's
@@ -295,8 +295,8 @@ func TestKeyTableOwnsItsKeys(t *testing.T) {
 	kt.init()
 	bufA, bufB := []byte("lock:1"), []byte("lock:1")
 	alias := func(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-	a := &Request{Key: alias(bufA), Exclusive: true}
-	b := &Request{Key: alias(bufB), Exclusive: true}
+	a := &Request{Key: alias(bufA), exclusive: true}
+	b := &Request{Key: alias(bufB), exclusive: true}
 	if !kt.enter(a) || kt.enter(b) {
 		t.Fatal("a runs, b waits")
 	}
@@ -304,10 +304,10 @@ func TestKeyTableOwnsItsKeys(t *testing.T) {
 		t.Fatal("b runs after a")
 	}
 	copy(bufA, "zzzz:9") // a is recycled for another key
-	if kt.enter(&Request{Key: "zzzz:9", Exclusive: true}) != true {
+	if kt.enter(&Request{Key: "zzzz:9", exclusive: true}) != true {
 		t.Fatal("a key nobody holds must be free")
 	}
-	if kt.enter(&Request{Key: "lock:1", Exclusive: true}) {
+	if kt.enter(&Request{Key: "lock:1", exclusive: true}) {
 		t.Fatal("lock:1 is still busy with b: a new request must wait")
 	}
 	for range 2 {

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -28,10 +29,10 @@ import (
 // mayRetry reports whether r, a lost acquisition with some yes votes, gets
 // a second attempt. r.mu is held.
 func (e *Engine) mayRetry(r *Request) bool {
-	if r.retried || r.Kind != Acquire || r.TTL <= 0 || e.cfg.SplitRetryJitter < 0 {
+	if r.retried || r.kind != Acquire || r.undoOp == UndoNone || r.TTL <= 0 || e.cfg.SplitRetryJitter < 0 {
 		return false
 	}
-	elapsed := time.Duration(batching.Now() - r.T0)
+	elapsed := time.Duration(batching.Now() - r.t0)
 	return Validity(r.TTL, elapsed+e.cfg.SplitRetryJitter+e.cfg.NodeTimeout, e.cfg.DriftFactor) > 0
 }
 
@@ -62,11 +63,21 @@ func (e *Engine) scheduleRetry(r *Request) {
 // replies may still need them for its undo after r was answered.
 func (e *Engine) retry(r *Request) {
 	c := NewRequest()
-	c.Kind, c.Agg, c.Rule, c.Combine = r.Kind, r.Agg, r.Rule, r.Combine
-	c.NKeys, c.Cmd, c.UndoKeys, c.UndoToken = r.NKeys, r.Cmd, r.UndoKeys, r.UndoToken
-	c.NoIsNoop, c.NilIsNoop = r.NoIsNoop, r.NilIsNoop
-	c.TTL, c.NoReply, c.T0 = r.TTL, r.NoReply, r.T0
+	c.kind, c.agg, c.rule, c.combine = r.kind, r.agg, r.rule, r.combine
+	c.nkeys, c.cmd, c.undoKeys, c.undoToken = r.nkeys, r.cmd, r.undoKeys, r.undoToken
+	c.undoOp, c.undoExtra, c.token, c.load, c.pttlAt = r.undoOp, r.undoExtra, r.token, r.load, r.pttlAt
+	c.noIsNoop, c.nilIsNoop = r.noIsNoop, r.nilIsNoop
+	c.TTL, c.noReply, c.t0 = r.TTL, r.noReply, r.t0
 	c.retried, c.parent, c.e = true, r, e
+	// Not to masters where r's part is still unknown: r's late undo may
+	// still need to go there, and must not follow a write of c's.
+	r.mu.Lock()
+	for i := 0; i < e.n; i++ {
+		if r.state[i] == pending || r.state[i] == timedOut {
+			c.skip |= 1 << i
+		}
+	}
+	r.mu.Unlock()
 	c.refs.Store(1) // adopt's
 	if e.dispatch(c, batching.Now()) {
 		e.adopt(c)
@@ -77,12 +88,15 @@ func (e *Engine) retry(r *Request) {
 func (e *Engine) adopt(c *Request) {
 	r := c.parent
 	c.mu.Lock()
-	reply, err, validity, contended := c.Reply, c.Err, c.Validity, c.contended
+	reply, err, validity, contended := c.reply, c.err, c.validity, c.contended
 	c.mu.Unlock()
 	r.mu.Lock()
-	r.Reply, r.Err, r.Validity, r.contended = reply, err, validity, contended
+	r.reply, r.err, r.validity, r.contended = reply, err, validity, contended
 	r.retrying = false
 	r.mu.Unlock()
 	e.finish(r)
 	c.unref()
 }
+
+// errSkipped is a retry's vote on a master its parent still waits for.
+var errSkipped = errors.New("still answering the first attempt (split vote retried without it)")

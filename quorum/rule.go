@@ -12,7 +12,8 @@ type Kind uint8
 
 const (
 	// Acquire takes a lock: validity is accounted, and a failed attempt is
-	// undone on every master with the compensating operation.
+	// undone on every master where it wrote, with the compensating
+	// operation.
 	Acquire Kind = iota + 1
 	// Release gives a lock up: votes are counted, nothing is undone.
 	Release
@@ -21,6 +22,13 @@ const (
 	Extend
 	// Read observes a lock without changing it.
 	Read
+	// AcquireOrExtend takes a free lock or re-sets the TTL of a lock the
+	// caller's token holds (one script for both). A failed vote is not
+	// undone: where the key was the caller's already, deleting it would take
+	// a lock the caller may still believe valid until its old expiry
+	// (libraries keep it after a failed extend). Keys it created on a
+	// minority expire by their TTL.
+	AcquireOrExtend
 )
 
 func (k Kind) String() string {
@@ -33,56 +41,110 @@ func (k Kind) String() string {
 		return "extend"
 	case Read:
 		return "read"
+	case AcquireOrExtend:
+		return "acquire-or-extend"
 	}
 	return "unknown"
 }
 
-// VoteRule says which reply of a master counts as a yes vote.
-type VoteRule uint8
+// VoteRule says which reply of a master counts as a yes vote: the reply's
+// RESP type and, by type, its text, its integer or, for an array, its
+// first element. It is a plain description, so that a reply is classified
+// without running anything.
+type VoteRule struct {
+	Type byte // batching.Status, Bulk, Integer, Nil or Array
+	// NotNil, instead of Type: any reply but nil and errors.
+	NotNil bool
+	// Str is the exact text of a Status or Bulk yes; AnyStr accepts any.
+	// OrBulk: a Status rule also accepts a Bulk of the same text (a script
+	// that returns "OK" for the holder's own lock and SET's +OK for a new
+	// one).
+	Str    string
+	AnyStr bool
+	OrBulk bool
+	// Cmp and Int decide an Integer yes.
+	Cmp IntCmp
+	Int int64
+	// First decides an Array yes by its first element; an empty array is
+	// never a yes.
+	First *VoteRule
+}
+
+// IntCmp is how a rule compares an integer reply.
+type IntCmp uint8
 
 const (
+	IntEq          IntCmp = iota + 1 // equal to VoteRule.Int
+	IntEqNumKeys                     // equal to the number of keys the command names
+	IntPositive                      // > 0
+	IntNonNegative                   // >= 0
+	IntAny                           // any integer
+)
+
+// The rules of lockproxy's own commands and of the catalog's scripts.
+var (
 	// YesOK: the status reply OK (SET NX, scripts returning status_reply).
-	YesOK VoteRule = iota + 1
-	// YesOne: the integer 1 (compare-and-delete, compare-and-pexpire).
-	YesOne
-	// YesPositive: any integer > 0 (DEL counts, PEXPIRE results).
-	YesPositive
+	YesOK = VoteRule{Type: batching.Status, Str: "OK"}
+	// YesOne: the integer 1 (compare-and-delete, compare-and-pexpire; Lua's
+	// true arrives as 1 too).
+	YesOne = VoteRule{Type: batching.Integer, Cmp: IntEq, Int: 1}
+	// YesPositive: any integer > 0.
+	YesPositive = VoteRule{Type: batching.Integer, Cmp: IntPositive}
 	// YesNumKeys: the integer equal to the number of keys of the command
 	// (multi-key scripts that return how many keys they set or removed).
-	YesNumKeys
+	YesNumKeys = VoteRule{Type: batching.Integer, Cmp: IntEqNumKeys}
 	// YesNonNegative: any integer >= 0 (compare-and-PTTL reads, where
 	// negative values mean "not ours" or "missing").
-	YesNonNegative
-	// YesNotNil: any reply but nil and errors (scripts returning a value).
-	YesNotNil
-	// YesTrue: the integer 1 as Lua's true arrives (same as YesOne, kept
-	// apart for catalog readability).
-	YesTrue
+	YesNonNegative = VoteRule{Type: batching.Integer, Cmp: IntNonNegative}
+	// YesNotNil: any reply but nil and errors.
+	YesNotNil = VoteRule{NotNil: true}
 	// YesZero: the integer 0 (python-redis-lock's unlock returns 0 when it
 	// removed the caller's lock and 1 when the lock was not the caller's).
-	YesZero
+	YesZero = VoteRule{Type: batching.Integer, Cmp: IntEq, Int: 0}
 )
 
 // IsYes applies the rule to one master's reply; nkeys is the number of keys
 // the command named.
-func (v VoteRule) IsYes(r *batching.Reply, nkeys int) bool {
-	switch v {
-	case YesOK:
-		return r.IsOK()
-	case YesOne, YesTrue:
-		return r.IsInt(1)
-	case YesPositive:
-		return r.Type == batching.Integer && r.Int > 0
-	case YesNumKeys:
-		return r.IsInt(int64(nkeys))
-	case YesNonNegative:
-		return r.Type == batching.Integer && r.Int >= 0
-	case YesZero:
-		return r.IsInt(0)
-	case YesNotNil:
+func (v *VoteRule) IsYes(r *batching.Reply, nkeys int) bool {
+	if v.NotNil {
 		return r.Type != batching.Nil && r.Type != batching.Error
 	}
-	return false
+	if r.Type != v.Type && !(v.OrBulk && r.Type == batching.Bulk) {
+		return false
+	}
+	switch v.Type {
+	case batching.Status, batching.Bulk:
+		return v.AnyStr || string(r.Str) == v.Str
+	case batching.Integer:
+		switch v.Cmp {
+		case IntEq:
+			return r.Int == v.Int
+		case IntEqNumKeys:
+			return r.Int == int64(nkeys)
+		case IntPositive:
+			return r.Int > 0
+		case IntNonNegative:
+			return r.Int >= 0
+		case IntAny:
+			return true
+		}
+		return false
+	case batching.Array:
+		return len(r.Elems) > 0 && v.First != nil && v.First.IsYes(&r.Elems[0], nkeys)
+	}
+	return v.Type == batching.Nil
+}
+
+// Same reports whether two rules accept the same replies.
+func (v *VoteRule) Same(o *VoteRule) bool {
+	if v.First != nil || o.First != nil {
+		if v.First == nil || o.First == nil || !v.First.Same(o.First) {
+			return false
+		}
+	}
+	a, b := *v, *o
+	a.First, b.First = nil, nil
+	return a == b
 }
 
 // Combine says which reply the client gets when a quorum voted yes.

@@ -52,6 +52,41 @@ if ARGV[3] == "0" then newttl = newttl + expiration end
 if newttl > tonumber(ARGV[4]) then newttl = tonumber(ARGV[4]) end
 redis.call("PEXPIRE", KEYS[1], newttl)
 return 1`)
+	// hashUndoScript takes back a re-entrant hash lock's acquisition: 1
+	// from the token's count in each KEY, deleting the field at 0 and the
+	// key when it is empty. Another holder's field is never touched.
+	hashUndoScript = newScript(`local n = 0
+for i = 1, #KEYS do
+  if redis.call("TYPE", KEYS[i]).ok == "hash" and redis.call("HEXISTS", KEYS[i], ARGV[1]) == 1 then
+    if redis.call("HINCRBY", KEYS[i], ARGV[1], -1) <= 0 then
+      redis.call("HDEL", KEYS[i], ARGV[1])
+      if redis.call("HLEN", KEYS[i]) == 0 then redis.call("DEL", KEYS[i]) end
+    end
+    n = n + 1
+  end
+end
+return n`)
+	// zremUndoScript takes back a sorted-set lock's acquisition: it removes
+	// the members the attempt added (ARGV) from each KEY.
+	zremUndoScript = newScript(`local n = 0
+for i = 1, #KEYS do
+  if redis.call("TYPE", KEYS[i]).ok == "zset" then
+    n = n + redis.call("ZREM", KEYS[i], unpack(ARGV))
+    if redis.call("ZCARD", KEYS[i]) == 0 then redis.call("DEL", KEYS[i]) end
+  end
+end
+return n`)
+	// jsonUndoScript deletes each KEY whose value, decoded as JSON, holds
+	// ARGV[1] in field ARGV[2].
+	jsonUndoScript = newScript(`local n = 0
+for i = 1, #KEYS do
+  local v = redis.call("GET", KEYS[i])
+  if v then
+    local ok, d = pcall(cjson.decode, v)
+    if ok and type(d) == "table" and d[ARGV[2]] == ARGV[1] then n = n + redis.call("DEL", KEYS[i]) end
+  end
+end
+return n`)
 	// delScript deletes each KEY and returns, per KEY, 1 when it existed.
 	delScript = newScript(`local r = {}
 for i = 1, #KEYS do r[i] = redis.call("DEL", KEYS[i]) end
@@ -60,7 +95,7 @@ return r`)
 
 // InternalScripts are loaded on every master connection.
 func InternalScripts() []Script {
-	return []Script{undoScript, getTTLScript, existsScript, delScript, CappedExtendScript}
+	return []Script{undoScript, hashUndoScript, zremUndoScript, jsonUndoScript, getTTLScript, existsScript, delScript, CappedExtendScript}
 }
 
 // AppendEvalSHA appends EVALSHA sha numkeys keys... args... to dst.
@@ -90,6 +125,20 @@ func ScriptLoad(body string) []byte {
 // token: compare-and-delete on each key.
 func UndoCommand(keys [][]byte, token []byte) []byte {
 	return AppendEvalSHA(nil, undoScript.SHA1, keys, [][]byte{token})
+}
+
+// undoCommand is the compensating command of r, a failed acquisition: what
+// it wrote on each lock key, taken back without touching another holder's.
+func (r *Request) undoCommand() []byte {
+	switch r.undoOp {
+	case UndoHashDecr:
+		return AppendEvalSHA(nil, hashUndoScript.SHA1, r.undoKeys, [][]byte{r.undoToken})
+	case UndoZRem:
+		return AppendEvalSHA(nil, zremUndoScript.SHA1, r.undoKeys, append([][]byte{r.undoToken}, r.undoExtra...))
+	case UndoJSONField:
+		return AppendEvalSHA(nil, jsonUndoScript.SHA1, r.undoKeys, [][]byte{r.undoToken, r.undoExtra[0]})
+	}
+	return UndoCommand(r.undoKeys, r.undoToken)
 }
 
 // GetTTLCommand reads value and PTTL of key.

@@ -12,6 +12,9 @@ import (
 // run with r.mu held.
 
 func (r *Request) mostCommonNo() batching.Reply {
+	if r.pttlAt > 0 {
+		return r.longestPTTLNo()
+	}
 	// Fast path: every non-yes reply is nil (a contended SET NX).
 	nils, others := 0, 0
 	for i := 0; i < r.e.n; i++ {
@@ -27,7 +30,7 @@ func (r *Request) mostCommonNo() batching.Reply {
 	if others == 0 && nils > 0 {
 		return batching.ReplyNil
 	}
-	best, bestN := r.NoReply, 0
+	best, bestN := r.noReply, 0
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] != replied || r.yesFrom[i] {
 			continue
@@ -74,7 +77,7 @@ func (r *Request) valueOf(i int) (batching.Reply, bool) {
 		return batching.Reply{}, false
 	}
 	v := r.replies[i]
-	if r.Agg == AggValueTTL {
+	if r.agg == AggValueTTL {
 		if v.Type != batching.Array || len(v.Elems) != 2 {
 			return batching.Reply{}, false
 		}
@@ -84,8 +87,8 @@ func (r *Request) valueOf(i int) (batching.Reply, bool) {
 }
 
 func (r *Request) readSuccess(v batching.Reply) {
-	if r.Agg == AggValue {
-		r.Reply = v
+	if r.agg == AggValue {
+		r.reply = v
 		return
 	}
 	ttl := r.qthTTL(func(rep batching.Reply) (int64, bool) {
@@ -94,18 +97,18 @@ func (r *Request) readSuccess(v batching.Reply) {
 		}
 		return rep.Elems[1].Int, true
 	})
-	r.Reply = batching.Reply{Type: batching.Integer, Int: ttl}
+	r.reply = batching.Reply{Type: batching.Integer, Int: ttl}
 }
 
 func (r *Request) readFailure() {
 	if int(r.answered) < r.e.q {
-		r.Err = r.noQuorum()
+		r.err = r.noQuorum()
 		return
 	}
-	if r.Agg == AggValue {
-		r.Reply = batching.ReplyNil
+	if r.agg == AggValue {
+		r.reply = batching.ReplyNil
 	} else {
-		r.Reply = batching.Reply{Type: batching.Integer, Int: -2}
+		r.reply = batching.Reply{Type: batching.Integer, Int: -2}
 	}
 }
 
@@ -143,11 +146,11 @@ func (r *Request) qthTTL(get func(batching.Reply) (int64, bool)) int64 {
 // keysOutcome counts the keys a quorum reported 1 for.
 func (r *Request) keysOutcome() {
 	if int(r.answered) < r.e.q {
-		r.Err = r.noQuorum()
+		r.err = r.noQuorum()
 		return
 	}
 	var count int64
-	for k := 0; k < r.NKeys; k++ {
+	for k := 0; k < r.nkeys; k++ {
 		c := 0
 		for i := 0; i < r.e.n; i++ {
 			rep := r.replies[i]
@@ -159,5 +162,29 @@ func (r *Request) keysOutcome() {
 			count++
 		}
 	}
-	r.Reply = batching.Reply{Type: batching.Integer, Int: count}
+	r.reply = batching.Reply{Type: batching.Integer, Int: count}
+}
+
+// longestPTTLNo is, among the no replies that carry the holder's PTTL (at
+// pttlAt), the one with the longest: how long the client should wait
+// before trying again. The configured no reply when none does.
+func (r *Request) longestPTTLNo() batching.Reply {
+	best, bestTTL := r.noReply, int64(-1)
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied || r.yesFrom[i] {
+			continue
+		}
+		rep := r.replies[i]
+		v := rep
+		if at := r.pttlAt - 1; at > 0 {
+			if rep.Type != batching.Array || len(rep.Elems) < at {
+				continue
+			}
+			v = rep.Elems[at-1]
+		}
+		if v.Type == batching.Integer && v.Int > bestTTL {
+			best, bestTTL = rep, v.Int
+		}
+	}
+	return best
 }

@@ -62,12 +62,12 @@ func pipedEngine(n int, retryJitter time.Duration) (*Engine, []*fakePipe) {
 // setNX submits SET key token NX PX 10000 as the proxy does.
 func setNX(e *Engine, key, token string) (*Request, *Waiter) {
 	w := NewWaiter()
-	r := &Request{Kind: Acquire, Agg: AggVote, Rule: YesOK, NKeys: 1, Key: key,
-		Cmd:       batching.AppendCommand(nil, []byte("SET"), []byte(key), []byte(token), []byte("NX"), []byte("PX"), []byte("10000")),
-		UndoKeys:  [][]byte{[]byte(key)},
-		UndoToken: []byte(token),
-		Exclusive: true, NilIsNoop: true,
-		TTL: 10 * time.Second, NoReply: batching.ReplyNil, T0: batching.Now()}
+	r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, Key: key,
+		cmd:       batching.AppendCommand(nil, []byte("SET"), []byte(key), []byte(token), []byte("NX"), []byte("PX"), []byte("10000")),
+		undoKeys:  [][]byte{[]byte(key)},
+		undoToken: []byte(token), undoOp: UndoDelIfValue, token: []byte(token),
+		exclusive: true, nilIsNoop: true,
+		TTL: 10 * time.Second, noReply: batching.ReplyNil, t0: batching.Now()}
 	e.Submit(w, r)
 	return r, w
 }
@@ -106,8 +106,8 @@ func TestUndoSparesAKeyTheAttemptDidNotWrite(t *testing.T) {
 				t.Fatal("2 yes, 2 no, 1 outstanding: a quorum is still possible")
 			}
 			r.expire()
-			if !r.Decided() || r.Err != nil || r.Reply.Type != batching.Nil {
-				t.Fatalf("want nil (not acquired), got %v %v", r.Reply, r.Err)
+			if !r.Decided() || r.err != nil || r.reply.Type != batching.Nil {
+				t.Fatalf("want nil (not acquired), got %v %v", r.reply, r.err)
 			}
 			for i, want := range []int{0, 0, 0, 1, 1} {
 				if got := fps[i].undos(); got != want {
@@ -139,8 +139,8 @@ func TestReleaseUnconfirmedIsReleased(t *testing.T) {
 	zero := batching.Reply{Type: batching.Integer, Int: 0}
 	release := func(e *Engine) *Request {
 		w := NewWaiter()
-		r := &Request{Kind: Release, Agg: AggVote, Rule: YesOne, NKeys: 1, Key: "k",
-			Cmd: []byte("release"), NoReply: zero, T0: batching.Now()}
+		r := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: "k",
+			cmd: []byte("release"), noReply: zero, t0: batching.Now()}
 		e.Submit(w, r)
 		return r
 	}
@@ -154,8 +154,8 @@ func TestReleaseUnconfirmedIsReleased(t *testing.T) {
 		t.Fatal("decided while the paused master may still hold the token")
 	}
 	r.expire()
-	if !r.Decided() || r.Err != nil || !r.Reply.Equal(one) {
-		t.Fatalf("valid holder's release with a master paused: got %v %v, want 1", r.Reply, r.Err)
+	if !r.Decided() || r.err != nil || !r.reply.Equal(one) {
+		t.Fatalf("valid holder's release with a master paused: got %v %v, want 1", r.reply, r.err)
 	}
 
 	// Three masters say "not ours": the token cannot be on a quorum, which
@@ -166,8 +166,8 @@ func TestReleaseUnconfirmedIsReleased(t *testing.T) {
 	for _, i := range []int{2, 3, 4} {
 		answer(fps, i, zero, nil)
 	}
-	if !r.Decided() || r.Err != nil || !r.Reply.Equal(zero) {
-		t.Fatalf("3 of 5 not ours: got %v %v (decided %v), want 0", r.Reply, r.Err, r.Decided())
+	if !r.Decided() || r.err != nil || !r.reply.Equal(zero) {
+		t.Fatalf("3 of 5 not ours: got %v %v (decided %v), want 0", r.reply, r.err, r.Decided())
 	}
 
 	// Fewer than a quorum answering is NOQUORUM, as before.
@@ -177,8 +177,8 @@ func TestReleaseUnconfirmedIsReleased(t *testing.T) {
 	answer(fps, 1, one, nil)
 	r.expire()
 	var nq *NoQuorumError
-	if !errors.As(r.Err, &nq) {
-		t.Fatalf("2 of 5 answered: want NOQUORUM, got %v %v", r.Reply, r.Err)
+	if !errors.As(r.err, &nq) {
+		t.Fatalf("2 of 5 answered: want NOQUORUM, got %v %v", r.reply, r.err)
 	}
 }
 
@@ -228,8 +228,8 @@ func TestSplitVoteRetried(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the retry's decision never reached the client")
 	}
-	if r.Err != nil || !r.Reply.IsOK() || r.Validity <= 0 {
-		t.Fatalf("retry granted by 3 of 5: client got %v %v validity %v", r.Reply, r.Err, r.Validity)
+	if r.err != nil || !r.reply.IsOK() || r.validity <= 0 {
+		t.Fatalf("retry granted by 3 of 5: client got %v %v validity %v", r.reply, r.err, r.validity)
 	}
 	if e.Retries() != 1 {
 		t.Fatalf("Retries = %d, want 1", e.Retries())
@@ -241,8 +241,8 @@ func TestSplitVoteRetried(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		answer(fps, i, batching.ReplyNil, nil)
 	}
-	if !r.Decided() || r.Reply.Type != batching.Nil || e.Retries() != 0 {
-		t.Fatalf("contended: decided %v reply %v retries %d", r.Decided(), r.Reply, e.Retries())
+	if !r.Decided() || r.reply.Type != batching.Nil || e.Retries() != 0 {
+		t.Fatalf("contended: decided %v reply %v retries %d", r.Decided(), r.reply, e.Retries())
 	}
 }
 
@@ -258,9 +258,9 @@ func TestEngineEnforcesDeadlines(t *testing.T) {
 		default:
 		}
 	})
-	r := &Request{Kind: Acquire, Agg: AggVote, Rule: YesOK, NKeys: 1, Key: "k",
-		Cmd: []byte("SET"), UndoKeys: [][]byte{[]byte("k")}, UndoToken: []byte("t"), NilIsNoop: true,
-		TTL: 10 * time.Second, NoReply: batching.ReplyNil, T0: batching.Now()}
+	r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, Key: "k",
+		cmd: []byte("SET"), undoKeys: [][]byte{[]byte("k")}, undoToken: []byte("t"), undoOp: UndoDelIfValue, token: []byte("t"), nilIsNoop: true,
+		TTL: 10 * time.Second, noReply: batching.ReplyNil, t0: batching.Now()}
 	start := time.Now()
 	e.Submit(w, r)
 	answer(fps, 0, batching.ReplyOK, nil)
@@ -276,7 +276,7 @@ func TestEngineEnforcesDeadlines(t *testing.T) {
 		t.Fatalf("decided after %v, before node_timeout %v", took, e.cfg.NodeTimeout)
 	}
 	var nq *NoQuorumError
-	if !errors.As(r.Err, &nq) {
-		t.Fatalf("2 of 5 answered by the deadline: want NOQUORUM, got %v %v", r.Reply, r.Err)
+	if !errors.As(r.err, &nq) {
+		t.Fatalf("2 of 5 answered by the deadline: want NOQUORUM, got %v %v", r.reply, r.err)
 	}
 }

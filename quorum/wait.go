@@ -2,40 +2,29 @@ package quorum
 
 import (
 	"hash/maphash"
-	"math"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
-
-	"github.com/lockproxy/lockproxy/batching"
 )
 
-// Waiter collects the requests of one client connection's pipeline and
-// waits for all of them. One per connection, reused: only the connection's
-// goroutine (or, for a connection on the event loop, the loop) calls
-// Submit, Wait, Expire and Reset.
+// Waiter counts the undecided requests of one client connection's
+// pipeline and tells the connection when the last is decided. Requests may
+// be submitted from any goroutine; deadlines are the engine's (deadline.go),
+// so a connection only waits.
 type Waiter struct {
-	ch      chan struct{} // cap 1: pending reached zero, or poke
+	ch      chan struct{} // cap 1: pending reached zero
 	notify  func()        // instead of ch (NewWaiterFunc)
 	pending atomic.Int32
-	reqs    []*Request
-	timer   *time.Timer
 }
 
 // NewWaiter returns an idle Waiter for Wait.
 func NewWaiter() *Waiter {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return &Waiter{ch: make(chan struct{}, 1), timer: t}
+	return &Waiter{ch: make(chan struct{}, 1)}
 }
 
 // NewWaiterFunc returns a Waiter that calls notify, from whichever
-// goroutine decided the request, when its last pending request is decided
-// and when a request it waits for got a new deadline (it was queued behind
-// its key and has now been sent): the caller then checks Pending and calls
-// Expire. It is for connections on an event loop, which must not block in
-// Wait.
+// goroutine decided the request, when its last pending request is decided:
+// for connections on an event loop, which must not block in Wait.
 func NewWaiterFunc(notify func()) *Waiter {
 	return &Waiter{notify: notify}
 }
@@ -43,14 +32,15 @@ func NewWaiterFunc(notify func()) *Waiter {
 // Pending is the number of submitted requests not yet decided.
 func (w *Waiter) Pending() int { return int(w.pending.Load()) }
 
-// Reset forgets the requests of the last Wait.
-func (w *Waiter) Reset() {
-	clear(w.reqs)
-	w.reqs = w.reqs[:0]
-}
+// Hold counts one more pending decision that is not a request yet (a
+// script being understood before its request is built); Unhold ends it.
+func (w *Waiter) Hold()   { w.pending.Add(1) }
+func (w *Waiter) Unhold() { w.signal() }
 
-// poke wakes Wait to look at deadlines again.
-func (w *Waiter) poke() {
+func (w *Waiter) signal() {
+	if w.pending.Add(-1) != 0 {
+		return
+	}
 	if w.notify != nil {
 		w.notify()
 		return
@@ -61,57 +51,11 @@ func (w *Waiter) poke() {
 	}
 }
 
-func (w *Waiter) signal() {
-	if w.pending.Add(-1) == 0 {
-		w.poke()
-	}
-}
-
-// Wait blocks until every submitted request is decided. A request whose
-// masters miss its deadline is decided with the votes that arrived: Wait is
-// what enforces node_timeout, with one reusable timer per connection.
+// Wait blocks until every request submitted on w is decided.
 func (e *Engine) Wait(w *Waiter) {
 	for w.pending.Load() > 0 {
-		next := e.Expire(w, batching.Now())
-		if w.pending.Load() == 0 {
-			return
-		}
-		if next == NoDeadline {
-			// Only requests queued behind others on their key: those
-			// others' waiters enforce their deadlines and hand over.
-			<-w.ch
-			continue
-		}
-		w.timer.Reset(time.Duration(next - batching.Now()))
-		select {
-		case <-w.ch:
-			w.timer.Stop()
-		case <-w.timer.C:
-		}
+		<-w.ch
 	}
-}
-
-// NoDeadline is what Expire returns when no request has a deadline.
-const NoDeadline = int64(math.MaxInt64)
-
-// Expire decides, with the votes that arrived, w's requests whose deadline
-// (node_timeout, bounded by the TTL) is past at now, and returns the
-// earliest deadline of those still undecided: NoDeadline when none has one
-// (they wait behind their keys; whoever sends them pokes w).
-func (e *Engine) Expire(w *Waiter, now int64) (next int64) {
-	next = NoDeadline
-	for _, r := range w.reqs {
-		d := r.deadline.Load()
-		if d == 0 || r.Decided() {
-			continue
-		}
-		if d <= now {
-			r.expire()
-			continue
-		}
-		next = min(next, d)
-	}
-	return next
 }
 
 // keyTable serializes requests per key: at most one quorum attempt per key
@@ -168,7 +112,7 @@ func (t *keyTable) enter(r *Request) bool {
 		s.m[unsafe.String(unsafe.SliceData(q.key), len(q.key))] = q
 		return true
 	}
-	if !r.Exclusive {
+	if !r.exclusive {
 		// Releases, extends, deletes and reads go ahead of the plain SET
 		// NX that other connections queued (concurrent requests, which the
 		// proxy may order as it likes): a holder's release must not wait
@@ -177,7 +121,7 @@ func (t *keyTable) enter(r *Request) bool {
 		// one client's pipeline runs in the order it was sent.
 		var prev *Request
 		for at := q.head; at != nil; at = at.next {
-			if !at.Exclusive || at.w == r.w {
+			if !at.exclusive || at.w == r.w {
 				prev = at
 			}
 		}

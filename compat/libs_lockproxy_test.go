@@ -1,5 +1,3 @@
-//go:build analyzer
-
 package compat
 
 import "testing"

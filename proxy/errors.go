@@ -1,0 +1,84 @@
+package proxy
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// The client's text of an outcome the engine reports as an error: NOQUORUM
+// with each missing master and why, written here and only here.
+
+// errorText is the error reply (without its '-') for an operation's error.
+func errorText(err error) string {
+	var nq *quorum.NoQuorumError
+	if errors.As(err, &nq) {
+		return noQuorumText(nq)
+	}
+	return err.Error()
+}
+
+// noQuorumText is "NOQUORUM k of n masters answered, q needed (master a:
+// why; …)": the lock state is unknown, and the operator can see which
+// masters are missing and what to do.
+func noQuorumText(e *quorum.NoQuorumError) string {
+	var b strings.Builder
+	b.WriteString(errPrefixNoQuorum + " ")
+	b.WriteString(strconv.Itoa(e.Answered) + " of " + strconv.Itoa(e.N) + " masters answered, " + strconv.Itoa(e.Q) + " needed")
+	for i, m := range e.Masters {
+		if i == 0 {
+			b.WriteString(" (")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString("master " + m.Addr + ": " + missText(m.Err))
+	}
+	if len(e.Masters) > 0 {
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// missText says why one master's vote did not count.
+func missText(err error) string {
+	var q *quorum.QuarantineError
+	var ev *quorum.EvictionError
+	var st *quorum.StaleError
+	switch {
+	case errors.As(err, &q):
+		return quarantineText(q)
+	case errors.As(err, &ev):
+		if ev.Policy == "noeviction" {
+			return "it may have evicted lock keys (its maxmemory-policy was not noeviction) and lockproxy has not yet recorded its quarantine in its marker; its votes do not count until it has"
+		}
+		return "maxmemory-policy is " + ev.Policy + ", which may evict lock keys, so its votes do not count: set maxmemory-policy noeviction on it"
+	case errors.As(err, &st):
+		s := "lockproxy could not check it (eviction policy, marker, max_ttl record) for longer than the record grace, so its votes do not count until a check answers"
+		if st.LastErr != "" {
+			s += "; last check: " + st.LastErr
+		}
+		return s
+	case errors.Is(err, quorum.ErrNodeTimeout):
+		return "no reply within node_timeout"
+	case errors.Is(err, batching.ErrQueueFull):
+		return "queue full (the master is too slow to keep up; queue_limit)"
+	}
+	return err.Error()
+}
+
+func quarantineText(q *quorum.QuarantineError) string {
+	until := q.Until.UTC().Format(time.RFC3339Nano)
+	switch q.Why {
+	case quorum.WhyUnverified:
+		return "not checked yet: lockproxy has just connected to it and is reading its lockproxy marker; it votes once that answers"
+	case quorum.WhyBootstrap:
+		return "waiting for the bootstrap decision: lockproxy is asking every master whether this is a new deployment (bootstrap = true); it votes once all have answered, or is quarantined"
+	case quorum.WhyEvicting:
+		return "quarantined until " + until + " (it may have evicted lock keys: maxmemory-policy was not noeviction; its votes count again once the longest lock it may have lost has expired)"
+	}
+	return "quarantined until " + until + " (restarted without its data; its votes count again once the longest lock it may have lost has expired)"
+}

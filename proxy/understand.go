@@ -1,0 +1,165 @@
+package proxy
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/lockproxy/lockproxy/proxy/analyze"
+)
+
+// Scripts the catalog does not know are understood by what they do: the
+// analyzer runs each distinct body once, off the request path of every
+// connection (the one that sent it waits for it), and the outcome — a
+// Script to run, or the reason it is refused — is kept by sha1, the least
+// recently used going first. A bounded number of analyses run at once, and
+// a bounded number wait; past that, a new script is refused as "busy" and
+// the client may send it again.
+type understander struct {
+	analyze func(ctx context.Context, body []byte) (*analyze.Semantics, error)
+	maxTTL  time.Duration
+	drift   float64
+	running chan struct{} // a token per analysis running
+	max     int           // analyses running or waiting, at most
+
+	mu       sync.Mutex               // protects the fields below
+	inflight map[string]*analysisJob  // sha1 → the analysis under way
+	known    map[string]*list.Element // sha1 → its element in lru
+	lru      list.List                // of *understoodScript, most recently used first
+	keep     int                      // the most kept
+	ctx      context.Context          // ends the analyses at shutdown
+	cancel   context.CancelFunc
+}
+
+type understoodScript struct {
+	sha string
+	sc  *Script
+	err error // the refusal
+}
+
+// analysisJob is one analysis under way; done is closed when sc or err is
+// set, after every waiter registered before was told.
+type analysisJob struct {
+	done    chan struct{}
+	sc      *Script
+	err     error
+	waiters []func()
+}
+
+// Bounds of the understander (defaults; Config.Understood* override).
+const (
+	defaultAnalysesAtOnce = 2    // the machine's cores are the masters' and the clients' too
+	defaultAnalysesQueued = 64   // waiting for a turn
+	defaultUnderstoodKept = 4096 // scripts (or refusals) kept by sha1
+)
+
+func newUnderstander(maxTTL time.Duration, drift float64) *understander {
+	ctx, cancel := context.WithCancel(context.Background())
+	u := &understander{
+		analyze: func(ctx context.Context, body []byte) (*analyze.Semantics, error) {
+			return analyze.AnalyzeContext(ctx, body, analyze.Options{})
+		},
+		maxTTL:   maxTTL,
+		drift:    drift,
+		running:  make(chan struct{}, defaultAnalysesAtOnce),
+		max:      defaultAnalysesAtOnce + defaultAnalysesQueued,
+		inflight: map[string]*analysisJob{},
+		known:    map[string]*list.Element{},
+		keep:     defaultUnderstoodKept,
+		ctx:      ctx,
+		cancel:   cancel,
+	}
+	return u
+}
+
+// errBusy refuses a new script while too many are being understood.
+var errBusy = &refusal{msg: "lockproxy is understanding too many new scripts at once; send it again in a moment"}
+
+// refusal is why a script is not run; the client gets "ERR unknown script
+// (sha1 …): <msg>".
+type refusal struct{ msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+// lookup returns what is known of sha: a script, or a refusal; neither
+// while it was never analyzed (or forgotten).
+func (u *understander) lookup(sha string) (*Script, error, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	e := u.known[sha]
+	if e == nil {
+		return nil, nil, false
+	}
+	u.lru.MoveToFront(e)
+	us := e.Value.(*understoodScript)
+	return us.sc, us.err, true
+}
+
+// start analyzes body (whose sha1 is sha) unless that is under way, and
+// calls then once the outcome is known (from the analysis's goroutine).
+// It returns the job, or errBusy.
+func (u *understander) start(body []byte, sha string, then func()) (*analysisJob, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if j := u.inflight[sha]; j != nil {
+		if then != nil {
+			j.waiters = append(j.waiters, then)
+		}
+		return j, nil
+	}
+	if len(u.inflight) >= u.max {
+		return nil, errBusy
+	}
+	j := &analysisJob{done: make(chan struct{})}
+	if then != nil {
+		j.waiters = append(j.waiters, then)
+	}
+	u.inflight[sha] = j
+	go u.run(append([]byte(nil), body...), sha, j)
+	return j, nil
+}
+
+func (u *understander) run(body []byte, sha string, j *analysisJob) {
+	select {
+	case u.running <- struct{}{}:
+	case <-u.ctx.Done():
+		u.settle(sha, j, nil, &refusal{msg: "lockproxy is shutting down"})
+		return
+	}
+	sem, err := u.analyze(u.ctx, body)
+	<-u.running
+	var sc *Script
+	if err == nil {
+		sc, err = fromSemantics(body, sha, sem, u.maxTTL, u.drift)
+	}
+	if err != nil {
+		err = &refusal{msg: err.Error()}
+	}
+	u.settle(sha, j, sc, err)
+}
+
+// settle records an analysis's outcome and tells its waiters.
+func (u *understander) settle(sha string, j *analysisJob, sc *Script, err error) {
+	u.mu.Lock()
+	delete(u.inflight, sha)
+	if u.ctx.Err() == nil {
+		u.known[sha] = u.lru.PushFront(&understoodScript{sha: sha, sc: sc, err: err})
+		for u.lru.Len() > u.keep {
+			old := u.lru.Back()
+			delete(u.known, old.Value.(*understoodScript).sha)
+			u.lru.Remove(old)
+		}
+	}
+	j.sc, j.err = sc, err
+	waiters := j.waiters
+	j.waiters = nil
+	u.mu.Unlock()
+	close(j.done)
+	for _, f := range waiters {
+		f()
+	}
+}
+
+// close ends the analyses under way (their waiters hear a refusal).
+func (u *understander) close() { u.cancel() }

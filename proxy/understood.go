@@ -1,0 +1,243 @@
+package proxy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/proxy/analyze"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// fromSemantics turns what the analyzer found a script does into how the
+// engine runs it. It refuses what lockproxy cannot run safely even when the
+// analyzer could describe it; the error is the reason the client reads.
+func fromSemantics(body []byte, sha string, sem *analyze.Semantics, maxTTL time.Duration, drift float64) (*Script, error) {
+	s := &Script{
+		Name: "script " + sha[:12], Body: string(body), SHA1: sha,
+		Force: sem.Force, NoIsNoop: sem.NoIsNoop, MinKeys: sem.MinKeys, MinArgs: sem.MinArgs,
+		Semantics: sem.String(),
+	}
+	var err error
+	if s.Kind, err = kindOf(sem); err != nil {
+		return nil, err
+	}
+	s.Yes = voteRuleOf(&sem.Yes)
+	s.NoReply = replyOf(sem.No.Reply)
+	s.NoPTTLAt = sem.No.PTTLAt
+	if sem.ReplyIsTTL {
+		s.Combine = quorum.CombineQthTTL
+	}
+	if err := s.layout(sem); err != nil {
+		return nil, err
+	}
+	if err := s.ttls(sem, maxTTL); err != nil {
+		return nil, err
+	}
+	if s.TTLConst > 0 && quorum.Validity(s.TTLConst, 0, drift) <= 0 {
+		// A write whose TTL is under the drift allowance can hold nothing
+		// (Symfony's clock probe: SET k 1 PX 1 after TIME, to learn that
+		// scripts may read the clock). Answered by lockproxy, as the
+		// masters would, with no round trip and nothing written.
+		rep, ok := exactReply(&s.Yes)
+		if !ok {
+			return nil, fmt.Errorf("it sets a TTL of %v, too short to leave validity after the drift allowance", s.TTLConst)
+		}
+		s.Local = &rep
+	}
+	if err := s.undo(sem); err != nil {
+		return nil, err
+	}
+	for _, a := range sem.CommandArgs {
+		if a.Keys {
+			return nil, fmt.Errorf("it runs %s as a command name; lockproxy accepts a command name only in ARGV", a)
+		}
+		s.CommandArgs = append(s.CommandArgs, a.Index)
+	}
+	if !sem.DBArg.IsZero() {
+		if sem.DBArg.Keys {
+			return nil, fmt.Errorf("it SELECTs the database in %s; lockproxy accepts that only in ARGV", sem.DBArg)
+		}
+		s.DBArg = sem.DBArg.Index
+	}
+	return s.finish(), nil
+}
+
+func kindOf(sem *analyze.Semantics) (quorum.Kind, error) {
+	switch sem.Kind {
+	case analyze.Acquire, analyze.ReentrantAcquire:
+		return quorum.Acquire, nil
+	case analyze.AcquireOrExtend:
+		return quorum.AcquireOrExtend, nil
+	case analyze.Release, analyze.ReentrantRelease:
+		return quorum.Release, nil
+	case analyze.Extend:
+		return quorum.Extend, nil
+	case analyze.Read:
+		return quorum.Read, nil
+	}
+	return 0, fmt.Errorf("its kind %s is not one lockproxy runs", sem.Kind)
+}
+
+// layout says where the lock's keys and its token are.
+func (s *Script) layout(sem *analyze.Semantics) error {
+	for _, k := range sem.LockKeys {
+		if !k.Keys {
+			if s.KeyArg != 0 {
+				return fmt.Errorf("it takes two lock keys from ARGV (%s and ARGV[%d])", k, s.KeyArg)
+			}
+			s.KeyArg = k.Index
+			continue
+		}
+		s.LockKeys = append(s.LockKeys, k.Index)
+	}
+	if sem.EachKey {
+		s.LockKeys = nil // every KEYS: the catalog's convention
+	}
+	if sem.Token.Arg.IsZero() {
+		s.TokenConst = sem.Token.Const
+	} else {
+		s.TokenArg, s.TokenInKeys = sem.Token.Arg.Index, sem.Token.Arg.Keys
+	}
+	return nil
+}
+
+// ttls reads where the lock's TTL and every other TTL come from.
+func (s *Script) ttls(sem *analyze.Semantics, maxTTL time.Duration) error {
+	if t := sem.TTL; t != nil {
+		if t.AddsRemaining {
+			return fmt.Errorf("it sets %s plus the key's remaining TTL: repeated, that keeps a key past max_ttl, which lockproxy cannot bound", t.Arg)
+		}
+		if t.Arg.IsZero() {
+			if t.Const > maxTTL {
+				return fmt.Errorf("it sets a TTL of %v, over max_ttl %v", t.Const, maxTTL)
+			}
+			s.TTLConst = t.Const
+		} else {
+			s.TTLArg, s.TTLInKeys, s.TTLUnit = t.Arg.Index, t.Arg.Keys, unitOf(t.Unit)
+		}
+	}
+	for _, t := range sem.OtherTTLs {
+		if t.AddsRemaining {
+			return fmt.Errorf("it sets %s plus the key's remaining TTL on %s: repeated, that keeps a key past max_ttl, which lockproxy cannot bound", t.Arg, t.Key)
+		}
+		if t.Arg.IsZero() {
+			if t.Const > maxTTL {
+				return fmt.Errorf("it sets a TTL of %v on %s, over max_ttl %v", t.Const, t.Key, maxTTL)
+			}
+			continue
+		}
+		s.OtherTTLs = append(s.OtherTTLs, ArgTTL{Arg: t.Arg.Index, Keys: t.Arg.Keys, Unit: unitOf(t.Unit)})
+	}
+	return nil
+}
+
+// undo says how a failed acquisition is taken back.
+func (s *Script) undo(sem *analyze.Semantics) error {
+	u := sem.Undo
+	if s.Kind != quorum.Acquire {
+		return nil
+	}
+	if u == nil {
+		return fmt.Errorf("it acquires, but no undo was found for a failed vote")
+	}
+	if !u.Token.Arg.IsZero() && (u.Token.Arg != sem.Token.Arg) {
+		return fmt.Errorf("its undo's token %s is not the lock's token %s", u.Token, sem.Token)
+	}
+	switch u.Op {
+	case analyze.UndoDelIfValue:
+		s.Undo = quorum.UndoDelIfValue
+		if u.JSONField != "" {
+			s.Undo, s.UndoField = quorum.UndoJSONField, u.JSONField
+		}
+	case analyze.UndoHashDecr:
+		s.Undo = quorum.UndoHashDecr
+	case analyze.UndoZRem:
+		s.Undo = quorum.UndoZRem
+		for _, m := range u.Members[1:] {
+			if !m.Arg.IsZero() {
+				return fmt.Errorf("its acquisition adds the member %s besides the token; lockproxy undoes only constant extra members", m)
+			}
+			s.UndoExtra = append(s.UndoExtra, m.Const)
+		}
+	default:
+		return fmt.Errorf("its undo %s is not one lockproxy runs", u.Op)
+	}
+	return nil
+}
+
+func voteRuleOf(y *analyze.YesRule) quorum.VoteRule {
+	v := quorum.VoteRule{Str: y.Str, AnyStr: y.AnyStr, OrBulk: y.OrBulk, Int: y.Int}
+	v.Type = replyTypeOf(y.Type)
+	switch y.Cmp {
+	case analyze.IntEq:
+		v.Cmp = quorum.IntEq
+	case analyze.IntEqNumKeys:
+		v.Cmp = quorum.IntEqNumKeys
+	case analyze.IntPositive:
+		v.Cmp = quorum.IntPositive
+	case analyze.IntNonNegative:
+		v.Cmp = quorum.IntNonNegative
+	case analyze.IntAny:
+		v.Cmp = quorum.IntAny
+	}
+	if y.First != nil {
+		f := voteRuleOf(y.First)
+		v.First = &f
+	}
+	return v
+}
+
+func replyTypeOf(t analyze.ReplyType) byte {
+	switch t {
+	case analyze.StatusReply:
+		return batching.Status
+	case analyze.ErrorReply:
+		return batching.Error
+	case analyze.IntReply:
+		return batching.Integer
+	case analyze.BulkReply:
+		return batching.Bulk
+	case analyze.ArrayReply:
+		return batching.Array
+	}
+	return batching.Nil
+}
+
+func replyOf(r analyze.Reply) batching.Reply {
+	out := batching.Reply{Type: replyTypeOf(r.Type), Int: r.Int}
+	if r.Type == analyze.StatusReply || r.Type == analyze.ErrorReply || r.Type == analyze.BulkReply {
+		out.Str = []byte(r.Str)
+	}
+	for _, e := range r.Elems {
+		out.Elems = append(out.Elems, replyOf(e))
+	}
+	return out
+}
+
+func unitOf(u analyze.Unit) quorum.TTLUnit {
+	switch u {
+	case analyze.Seconds:
+		return quorum.Seconds
+	case analyze.UnixMillis:
+		return quorum.UnixMillis
+	case analyze.UnixSecs:
+		return quorum.UnixSecs
+	}
+	return quorum.Millis
+}
+
+// exactReply is the one reply rule y accepts, when there is one.
+func exactReply(y *quorum.VoteRule) (batching.Reply, bool) {
+	switch {
+	case y.NotNil || y.First != nil || y.AnyStr:
+		return batching.Reply{}, false
+	case y.Type == batching.Integer && y.Cmp == quorum.IntEq:
+		return batching.Reply{Type: batching.Integer, Int: y.Int}, true
+	case y.Type == batching.Status || y.Type == batching.Bulk:
+		return batching.Reply{Type: y.Type, Str: []byte(y.Str)}, true
+	case y.Type == batching.Nil:
+		return batching.ReplyNil, true
+	}
+	return batching.Reply{}, false
+}

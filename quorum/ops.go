@@ -1,0 +1,237 @@
+package quorum
+
+import (
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/lockproxy/lockproxy/batching"
+)
+
+// The lock operations. The proxy parses a client's command and calls one
+// constructor; the engine owns everything after: the masters' commands,
+// the decision rules, the undo. The outcome is read with Outcome and
+// Result once the request is decided.
+
+// UndoOp is the compensating operation of a failed acquisition.
+type UndoOp uint8
+
+const (
+	UndoNone       UndoOp = iota // nothing is undone
+	UndoDelIfValue               // delete each lock key whose value is the token
+	UndoHashDecr                 // take 1 from the token's field of each hash lock key
+	UndoZRem                     // remove the token (and the extra members) from each sorted-set lock key
+	UndoJSONField                // delete each lock key whose JSON value has the token in a field
+)
+
+// Arg names one argument of EVAL: KEYS[Index] or ARGV[Index], 1-based; the
+// zero Arg names none.
+type Arg struct {
+	Keys  bool
+	Index int
+}
+
+// ScriptOp says how the engine runs a client's lock script: the script is
+// sent unchanged to every master (EVALSHA) and its replies counted as votes.
+type ScriptOp struct {
+	SHA1 string
+	// Body is loaded on a master (SCRIPT LOAD) before the script's first
+	// use on each of its connections, unless Preloaded: in Config.Scripts,
+	// loaded on every connection.
+	Body      string
+	Preloaded bool
+	// RunAs, when set, is the sha1 of one of lockproxy's own scripts the
+	// masters run instead, with max_ttl in ms appended to ARGV.
+	RunAs string
+	Kind  Kind
+	Yes   VoteRule
+	// No is the client's reply when the vote is lost and no master gave a
+	// usable one; NoPTTLAt says where a no reply carries the holder's PTTL
+	// (-1 nowhere, 0 the reply, i the array's i-th element): the client
+	// then gets the no reply with the longest.
+	No       batching.Reply
+	NoPTTLAt int
+	Combine  Combine
+	// NoIsNoop: a reply that is neither a yes nor an error proves the
+	// script wrote nothing on that master (no undo there).
+	NoIsNoop bool
+	// Undo is the compensation of a failed Acquire; Token is where the
+	// script's token is (also for other kinds: a write that carries it);
+	// UndoExtra are constant members an UndoZRem removes besides the token,
+	// UndoField the JSON field of an UndoJSONField.
+	Undo       UndoOp
+	Token      Arg
+	TokenConst string // the token when it is written in the script (tokenless locks)
+	UndoExtra  []string
+	UndoField  string
+	// LockKeys are the KEYS that name the lock (1-based); EachKey: every
+	// KEYS is one. KeyArg names a lock key passed in ARGV instead.
+	LockKeys []int
+	EachKey  bool
+	KeyArg   Arg
+}
+
+// Acquire is SET key token NX PX ttl: a quorum acquisition. t0 is when the
+// command was parsed (batching.Now()); ttl must leave validity.
+func (e *Engine) Acquire(key, token []byte, ttl time.Duration, t0 int64) *Request {
+	r := NewRequest()
+	cmd, k, tok := appendSetNX(r.CmdBuffer(96+len(key)+len(token)), key, token, ttl.Milliseconds())
+	r.kind, r.agg, r.rule = Acquire, AggVote, &YesOK
+	r.Key = unsafe.String(unsafe.SliceData(k), len(k))
+	r.nkeys, r.cmd = 1, cmd
+	r.undoKeys, r.undoToken, r.undoOp, r.token = r.OneUndoKey(k), tok, UndoDelIfValue, tok
+	r.exclusive, r.nilIsNoop = true, true
+	r.TTL, r.noReply, r.t0 = ttl, batching.ReplyNil, t0
+	return r
+}
+
+// appendSetNX appends SET key token NX PX ms, encoded, to dst, and returns
+// it with the key and the token as slices of it (no copies).
+func appendSetNX(dst, key, token []byte, ms int64) (cmd, k, tok []byte) {
+	dst = append(dst, "*6\r\n$3\r\nSET\r\n"...)
+	dst = batching.AppendBulk(dst, key)
+	ko := len(dst) - len(key) - 2
+	dst = batching.AppendBulk(dst, token)
+	to := len(dst) - len(token) - 2
+	dst = append(dst, "$2\r\nNX\r\n$2\r\nPX\r\n"...)
+	var digits [20]byte
+	dst = batching.AppendBulk(dst, strconv.AppendInt(digits[:0], ms, 10))
+	return dst, dst[ko : ko+len(key) : ko+len(key)], dst[to : to+len(token) : to+len(token)]
+}
+
+// Get reads key: the value a quorum holds, else nil. It is keyed, so that
+// it runs after whatever the connection sent earlier on the key.
+func (e *Engine) Get(key []byte, t0 int64) *Request {
+	return &Request{kind: Read, agg: AggValue, nkeys: 1, Key: string(key),
+		cmd: batching.AppendCommand(nil, []byte("GET"), key), t0: t0}
+}
+
+// PTTL reads key's remaining validity in ms: the Q-th largest PTTL among
+// the masters holding the majority value, minus drift; -2 when no quorum
+// holds it.
+func (e *Engine) PTTL(key []byte, t0 int64) *Request {
+	return &Request{kind: Read, agg: AggValueTTL, nkeys: 1, Key: string(key),
+		cmd: GetTTLCommand(key), t0: t0}
+}
+
+// Exists counts the keys a quorum holds.
+func (e *Engine) Exists(keys [][]byte, t0 int64) *Request {
+	return keyed(&Request{kind: Read, agg: AggKeys, nkeys: len(keys), cmd: ExistsCommand(keys), t0: t0}, keys)
+}
+
+// Del deletes keys on every master and counts those a quorum held.
+func (e *Engine) Del(keys [][]byte, t0 int64) *Request {
+	return keyed(&Request{kind: Release, agg: AggKeys, nkeys: len(keys), cmd: DelCommand(keys), t0: t0}, keys)
+}
+
+// keyed serializes a single-key request with the connection's other
+// commands on the key.
+func keyed(r *Request, keys [][]byte) *Request {
+	if len(keys) == 1 {
+		r.Key = string(keys[0])
+	}
+	return r
+}
+
+// Extend is PEXPIRE key ttl: the quorum extend of legacy SETNX+EXPIRE
+// code, yes (1) when a quorum had the key, with validity accounted.
+func (e *Engine) Extend(key []byte, ttl time.Duration, t0 int64) *Request {
+	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
+	return &Request{kind: Extend, agg: AggVote, rule: &YesOne, Key: string(key), nkeys: 1,
+		cmd: batching.AppendCommand(nil, []byte("PEXPIRE"), key, ms),
+		TTL: ttl, noReply: batching.Reply{Type: batching.Integer}, t0: t0}
+}
+
+// Script runs op with keys and argv on every master. ttl is the lock's TTL
+// for validity accounting (0 for kinds that set none); the proxy has read
+// and bounded it.
+func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0 int64) *Request {
+	r := NewRequest()
+	r.kind, r.agg, r.rule, r.combine = op.Kind, AggVote, &op.Yes, op.Combine
+	r.nkeys, r.noReply, r.pttlAt, r.noIsNoop, r.t0, r.TTL = len(keys), op.No, op.NoPTTLAt+1, op.NoIsNoop, t0, ttl
+	if !op.Preloaded {
+		r.load = op
+	}
+	size := 64 + len(op.SHA1)
+	for _, a := range keys {
+		size += len(a) + 16
+	}
+	for _, a := range argv {
+		size += len(a) + 16
+	}
+	r.cmd = AppendEvalSHA(r.CmdBuffer(size), op.SHA1, keys, argv)
+	if op.RunAs != "" {
+		maxTTL := strconv.AppendInt(nil, e.cfg.MaxTTL.Milliseconds(), 10)
+		r.cmd = AppendEvalSHA(nil, op.RunAs, keys, append(append([][]byte(nil), argv...), maxTTL))
+		r.load = nil // lockproxy's own: loaded on every connection
+	}
+	// Keys and the token alias the encoded command, which the request owns.
+	at := func(a Arg) []byte {
+		if a.Keys {
+			return argIn(r.cmd, 2+a.Index)
+		}
+		return argIn(r.cmd, 2+len(keys)+a.Index)
+	}
+	switch {
+	case !op.KeyArg.IsZero():
+		k := at(op.KeyArg)
+		r.Key = unsafe.String(unsafe.SliceData(k), len(k))
+	case len(keys) == 1: // reads too: after this connection's earlier commands on the key
+		k := at(Arg{Keys: true, Index: 1})
+		r.Key = unsafe.String(unsafe.SliceData(k), len(k))
+	}
+	switch {
+	case !op.Token.IsZero():
+		r.token = at(op.Token)
+	case op.TokenConst != "":
+		r.token = []byte(op.TokenConst)
+	}
+	if op.Kind == Acquire && op.Undo != UndoNone && r.token != nil {
+		r.undoOp, r.undoToken = op.Undo, r.token
+		switch {
+		case !op.KeyArg.IsZero():
+			r.undoKeys = [][]byte{at(op.KeyArg)}
+		case op.EachKey:
+			for i := 1; i <= len(keys); i++ {
+				r.undoKeys = append(r.undoKeys, at(Arg{Keys: true, Index: i}))
+			}
+		default:
+			for _, i := range op.LockKeys {
+				r.undoKeys = append(r.undoKeys, at(Arg{Keys: true, Index: i}))
+			}
+		}
+		for _, m := range op.UndoExtra {
+			r.undoExtra = append(r.undoExtra, []byte(m))
+		}
+		if op.Undo == UndoJSONField {
+			r.undoExtra = [][]byte{[]byte(op.UndoField)}
+		}
+	}
+	return r
+}
+
+// IsZero reports whether a names no argument.
+func (a Arg) IsZero() bool { return a.Index == 0 }
+
+// argIn returns argument i (0-based, the command name being 0) of an
+// encoded command, which we encoded, so it is well formed.
+func argIn(cmd []byte, i int) []byte {
+	p := 0
+	skipLine := func() int {
+		start := p
+		for cmd[p] != '\r' {
+			p++
+		}
+		p += 2
+		return start
+	}
+	skipLine() // *n
+	for j := 0; ; j++ {
+		st := skipLine() // $len
+		l, _ := strconv.Atoi(string(cmd[st+1 : p-2]))
+		if j == i {
+			return cmd[p : p+l : p+l]
+		}
+		p += l + 2
+	}
+}
