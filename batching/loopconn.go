@@ -101,8 +101,9 @@ func (lc *loopConn) Run() {
 		// One batch in flight per master: what arrives meanwhile waits for
 		// its replies and goes out with them, so a batch holds what came
 		// in during one round trip. Without a timer, this grows batches
-		// with load (measured at -P 1: 14 ops per write instead of 8, 20%
-		// less CPU on the masters, which spend most of it being woken).
+		// with load, and fewer, larger writes cost the masters less CPU,
+		// which they spend mostly being woken (figures:
+		// docs/bench/README.md).
 		lc.held = true
 		return
 	}

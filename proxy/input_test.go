@@ -17,10 +17,11 @@ import (
 
 // Before AUTH succeeds, Redis's own limits apply: at most 10 arguments of
 // at most 16384 bytes. With requirepass set, 100 unauthenticated
-// connections each sending an unfinished 8 MiB command grew lockproxy to
-// 1 GB. A command that fits gets NOAUTH and the connection goes on; AUTH
-// followed by a long command in the same write is served, since each
-// command is checked under the state the ones before it left.
+// connections each sending an unfinished 8 MiB command held all of it in
+// lockproxy's memory (docs/hardening.md). A command that fits gets NOAUTH
+// and the connection goes on; AUTH followed by a long command in the same
+// write is served, since each command is checked under the state the ones
+// before it left.
 func TestPreAuthLimits(t *testing.T) {
 	transports(t, func(t *testing.T, start func(testing.TB, int, ...clusterOpt) *cluster) {
 		c := start(t, 3, func(pc *proxy.Config, _ *quorum.Config) { pc.RequirePass = "pw" })

@@ -31,8 +31,9 @@ func scriptsKnown(t *testing.T, cl *redis.Client) int {
 
 // The sha1s learned from reformatted catalogued scripts are bounded, the
 // least recently used going first: 300,000 EVALs with different comments
-// kept 300,000 (+42 MB). A dropped sha1 gets NOSCRIPT, and a library's
-// EVALSHA-then-EVAL still works; the catalog's own sha1s always stay.
+// kept 300,000 entries before (docs/hardening.md). A dropped sha1 gets
+// NOSCRIPT, and a library's EVALSHA-then-EVAL still works; the catalog's
+// own sha1s always stay.
 func TestLearnedScriptsBounded(t *testing.T) {
 	const max = 50
 	transports(t, func(t *testing.T, start func(testing.TB, int, ...clusterOpt) *cluster) {

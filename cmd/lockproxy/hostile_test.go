@@ -56,9 +56,9 @@ func startBinary(t *testing.T, bin, master, extra string) (addr string, pid int)
 
 // TestInputMemoryRSS measures the memory (RSS) of the real binary under
 // 100 connections each sending an unfinished 8 MiB command (7 arguments of
-// 1 MiB, the last cut short), without and with AUTH, against requirepass.
-// On main before the pre-auth limits and client_query_buffer_total
-// (7a1a8a9): 923 MB and 975 MB; with them 11 MB and 373 MB.
+// 1 MiB, the last cut short), without and with AUTH, against requirepass,
+// before and after the pre-auth limits and client_query_buffer_total
+// (figures: docs/hardening.md).
 func TestInputMemoryRSS(t *testing.T) {
 	bin := hostileBinary(t)
 	m := redisproc.ForTest(t, 1)

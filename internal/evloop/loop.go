@@ -7,13 +7,13 @@
 // matters, and Go's netpoller spends it where a proxy does not need to. A
 // blocked conn.Read first fails with EAGAIN and parks (two reads per
 // request), every reply wakes a parked goroutine through the scheduler, and
-// sysmon wakes every 20µs to retake Ps from threads in long loopback writes.
-// Measured on the redis-benchmark -P 1 load, that was over half of
-// lockproxy's 23µs per request. The loop reads a socket once per readiness
-// event, writes with raw non-blocking system calls (no scheduler, no
-// sysmon hand-off), and, because it reads every ready client before it
-// writes to the masters, each master gets one write per round however many
-// clients sent a command.
+// sysmon periodically retakes Ps from threads in long loopback writes; on
+// the plain redis-benchmark load that was most of lockproxy's CPU per
+// request (figures: docs/bench/README.md). The loop reads a socket once
+// per readiness event, writes with raw non-blocking system calls (no
+// scheduler, no sysmon hand-off), and, because it reads every ready client
+// before it writes to the masters, each master gets one write per round
+// however many clients sent a command.
 //
 // Everything a handler, task or timer does runs on the loop's thread, one
 // at a time: they share state without locks. Other goroutines hand work to
