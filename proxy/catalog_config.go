@@ -37,7 +37,7 @@ type ScriptConfig struct {
 	// giving another answer, or validity ran out: "nil" or an integer.
 	// Default: nil for vote ok and notnil, 0 for one, true, positive and
 	// numkeys; required for zero and nonnegative.
-	NoReply string `toml:"no_reply"`
+	NoReply any `toml:"no_reply"` // a string ("nil", "0") or a TOML integer (0)
 	Combine string `toml:"combine"` // "" or "first": the first yes reply; "qth_ttl": replies are TTLs in ms, answer the Q-th largest minus drift
 	// OtherTTLArgs are the ARGV, besides ttl_arg, that carry a TTL the
 	// script sets on a master, such as the expiry of a signal list: each is
@@ -97,7 +97,11 @@ func (sc ScriptConfig) script() (*Script, error) {
 		return nil, err
 	}
 
-	switch sc.NoReply {
+	noReply, err := noReplyString(sc.NoReply)
+	if err != nil {
+		return nil, err
+	}
+	switch noReply {
 	case "":
 		switch sc.Vote {
 		case "ok", "notnil":
@@ -110,16 +114,32 @@ func (sc ScriptConfig) script() (*Script, error) {
 	case "nil":
 		s.NoReply = batching.ReplyNil
 	default:
-		v, err := strconv.ParseInt(sc.NoReply, 10, 64)
+		v, err := strconv.ParseInt(noReply, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("no_reply %q is not \"nil\" or an integer", sc.NoReply)
+			return nil, fmt.Errorf("no_reply %q is not \"nil\" or an integer", noReply)
 		}
 		s.NoReply = batching.Reply{Type: batching.Integer, Int: v}
 	}
 	if s.Yes.IsYes(&s.NoReply, 1) && sc.Vote != "numkeys" {
-		return nil, fmt.Errorf("no_reply %s would itself be a yes vote under vote %q", sc.NoReply, sc.Vote)
+		return nil, fmt.Errorf("no_reply %s would itself be a yes vote under vote %q", noReply, sc.Vote)
 	}
 	return s, nil
+}
+
+// noReplyString reads no_reply as written: a string, or an integer (the
+// README and config.toml show both).
+func noReplyString(v any) (string, error) {
+	switch v := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	case int:
+		return strconv.Itoa(v), nil
+	}
+	return "", fmt.Errorf("no_reply %v is not \"nil\" or an integer", v)
 }
 
 // args validates what the ARGV of s carry: ttl_arg and ttl_unit,

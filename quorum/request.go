@@ -509,6 +509,12 @@ func (r *Request) failure() {
 		r.err = r.noQuorum()
 	} else {
 		r.reply = r.mostCommonNo()
+		if r.rule.LooksLikeYes(&r.reply) {
+			// A lost vote never answers a master's reply that the library
+			// could read as success (a bulk "OK" where the yes is +OK):
+			// the script's own "not done" reply instead.
+			r.reply = r.noReply
+		}
 		// With some yes votes the key may be free: the vote split
 		// between concurrent attempts (other proxies'), each undone.
 		r.contended = r.yes == 0

@@ -135,6 +135,24 @@ func (v *VoteRule) IsYes(r *batching.Reply, nkeys int) bool {
 	return v.Type == batching.Nil
 }
 
+// LooksLikeYes reports whether a reply the rule does not accept could still
+// read as its yes to a client: the same text as a status or a bulk, the
+// same integer, or an array whose first element looks like it.
+func (v *VoteRule) LooksLikeYes(r *batching.Reply) bool {
+	if v.IsYes(r, -1) {
+		return true
+	}
+	switch {
+	case v.NotNil:
+		return false
+	case v.First != nil:
+		return r.Type == batching.Array && len(r.Elems) > 0 && v.First.LooksLikeYes(&r.Elems[0])
+	case v.Type == batching.Status || v.Type == batching.Bulk:
+		return (r.Type == batching.Status || r.Type == batching.Bulk) && (v.AnyStr || string(r.Str) == v.Str)
+	}
+	return false
+}
+
 // Same reports whether two rules accept the same replies.
 func (v *VoteRule) Same(o *VoteRule) bool {
 	if v.First != nil || o.First != nil {

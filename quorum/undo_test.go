@@ -280,3 +280,29 @@ func TestEngineEnforcesDeadlines(t *testing.T) {
 		t.Fatalf("2 of 5 answered by the deadline: want NOQUORUM, got %v %v", r.reply, r.err)
 	}
 }
+
+// TestLostVoteNeverAnswersLikeYes (issue 13 item 4): an acquire script
+// that answers a bulk "OK" (the holder's re-acquire) where the yes is the
+// status +OK loses the vote; the client must get the script's "not
+// acquired" reply, not the masters' "OK", which the library reads as
+// success for a lock that now exists on no quorum.
+func TestLostVoteNeverAnswersLikeYes(t *testing.T) {
+	e, fps := pipedEngine(5, -1)
+	w := NewWaiter()
+	r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, Key: "k", cmd: []byte("x"),
+		undoKeys: [][]byte{[]byte("k")}, undoToken: []byte("t"), undoOp: UndoDelIfValue, token: []byte("t"), noIsNoop: true,
+		TTL: 10 * time.Second, noReply: batching.ReplyNil, t0: batching.Now()}
+	e.Submit(w, r)
+	bulkOK := batching.Reply{Type: batching.Bulk, Str: []byte("OK")}
+	for i := 0; i < 3; i++ {
+		answer(fps, i, bulkOK, nil)
+	}
+	answer(fps, 3, batching.ReplyNil, nil)
+	answer(fps, 4, batching.ReplyNil, nil)
+	if !r.Decided() || r.err != nil {
+		t.Fatalf("decided %v err %v", r.Decided(), r.err)
+	}
+	if r.reply.Type != batching.Nil || r.Outcome() != Refused {
+		t.Fatalf("lost vote answered %v (%v), want nil (refused)", r.reply, r.Outcome())
+	}
+}

@@ -249,3 +249,32 @@ probe_interval = "0s"
 		t.Fatalf("idle connection: %v after %v, want closed after about 300ms", err, time.Since(start))
 	}
 }
+
+// TestScriptNoReplyInteger: no_reply is documented as an integer
+// (no_reply = 0) and as a string ("nil"); both decode (issue 13: the
+// integer used to be refused with "expected a string, got an integer").
+func TestScriptNoReplyInteger(t *testing.T) {
+	for _, v := range []string{`0`, `"0"`, `-1`, `"nil"`} {
+		path := writeConfig(t, `[quorum]
+masters = ["127.0.0.1:7001"]
+[[scripts]]
+name = "release"
+body = 'local v = redis.call("get", KEYS[1]) if v == ARGV[1] then return redis.call("unlink", KEYS[1]) end return 0'
+kind = "release"
+vote = "one"
+no_reply = `+v+"\n")
+		cfg, err := loadConfig(path, nil)
+		if err != nil {
+			t.Fatalf("no_reply = %s: %v", v, err)
+		}
+		cat, err := proxy.NewCatalog(cfg.Scripts)
+		if err != nil {
+			t.Fatalf("no_reply = %s: %v", v, err)
+		}
+		sc := cat.Scripts()[len(cat.Scripts())-1]
+		want := strings.Trim(v, `"`)
+		if got := sc.NoReply.String(); got != want && !(want == "nil" && got == "(nil)") {
+			t.Fatalf("no_reply = %s decoded as %s", v, got)
+		}
+	}
+}
