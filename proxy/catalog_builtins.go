@@ -127,7 +127,9 @@ var builtins = []builtin{
 	// signals waiters → DEL count of KEYS[1] (1, or 0 when it was not
 	// there); the library ignores it. Like DEL through lockproxy: 1 when a
 	// quorum held the key. The signal list KEYS[2] gets PEXPIRE ARGV[2] ms.
-	{"python-redis-lock_reset", Script{Name: "python-redis-lock reset", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero, OtherTTLs: signalTTL}},
+	// Force: it deletes another token's lock, so allow_force_acquire =
+	// false refuses it, as it refuses a force acquisition.
+	{"python-redis-lock_reset", Script{Name: "python-redis-lock reset", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero, OtherTTLs: signalTTL, Force: true}},
 
 	// rueidislock (rueidis v1.0.79) acquire with SET NX PX ARGV[2] ms → OK,
 	// else nil (the GET only registers client-side tracking).

@@ -178,8 +178,8 @@ func (sc ScriptConfig) args(s *Script) error {
 	if s.OtherTTLs, err = sc.otherTTLs(); err != nil {
 		return err
 	}
-	if sc.Force && s.Kind != quorum.Acquire {
-		return fmt.Errorf("force is for acquire scripts (it marks one that takes the lock whoever holds it), not %s", sc.Kind)
+	if sc.Force && s.Kind != quorum.Acquire && s.Kind != quorum.Release {
+		return fmt.Errorf("force is for acquire and release scripts (it marks one that takes or deletes the lock whoever holds it), not %s", sc.Kind)
 	}
 	s.Force = sc.Force
 	return nil

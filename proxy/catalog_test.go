@@ -331,7 +331,7 @@ func TestNewCatalogErrors(t *testing.T) {
 		{acquire(func(sc *ScriptConfig) { sc.TTLUnit = "sec" }), `ttl_unit "sec" is not one of ms, s, unix_ms, unix_s`},
 		{acquire(func(sc *ScriptConfig) { sc.TTLArg = -1 }), `ttl_arg -1 is not a 1-based ARGV index`},
 		{acquire(func(sc *ScriptConfig) { sc.TokenArg = 2 }), `token_arg and ttl_arg are both ARGV[2]`},
-		{with(func(sc *ScriptConfig) { sc.Force = true }), `force is for acquire scripts (it marks one that takes the lock whoever holds it), not release`},
+		{with(func(sc *ScriptConfig) { sc.Kind, sc.Force = "read", true }), `force is for acquire and release scripts (it marks one that takes or deletes the lock whoever holds it), not read`},
 		{with(func(sc *ScriptConfig) { sc.OtherTTLArgs = []TTLArgConfig{{Arg: 0, Unit: "ms"}} }), `other_ttl_args[0]: arg 0 is not a 1-based ARGV index`},
 		{with(func(sc *ScriptConfig) { sc.OtherTTLArgs = []TTLArgConfig{{Arg: 2, Unit: "min"}} }), `other_ttl_args[0]: unit "min" is not one of ms, s, unix_ms, unix_s`},
 		{acquire(func(sc *ScriptConfig) { sc.OtherTTLArgs = []TTLArgConfig{{Arg: 3, Unit: "ms"}, {Arg: 2, Unit: "s"}} }), `other_ttl_args[1]: ARGV[2] is already ttl_arg, token_arg or an earlier entry`},

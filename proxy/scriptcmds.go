@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // EVAL, EVALSHA and SCRIPT: catalogued scripts forwarded to every master.
@@ -30,7 +31,11 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 		return // refused, or deferred until understood
 	}
 	if sc.Force && s.cfg.DenyForce {
-		c.errorf("ERR script %q takes the lock whoever holds it (force acquisition), and force acquisition is switched off: allow_force_acquire = false in config.toml", sc.Name)
+		what := "takes the lock whoever holds it (force acquisition)"
+		if sc.Kind == quorum.Release {
+			what = "deletes the lock whoever holds it (force release)"
+		}
+		c.errorf("ERR script %q %s, and force acquisition is switched off: allow_force_acquire = false in config.toml", sc.Name, what)
 		return
 	}
 	s.cfg.Metrics.scriptHit()
