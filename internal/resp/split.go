@@ -42,16 +42,17 @@ func NextCommand(b []byte, args [][]byte) ([][]byte, []byte, error) {
 // blanks; "double quotes" take the escapes \n \r \t \b \a \xHH and \ before
 // any other character, 'single quotes' take \'; a closing quote must be
 // followed by a blank or the end, and a quote left open is an error. A
-// quote may open in the middle of an argument (a"b c" is `ab c`). A NUL
-// byte ends the line, as it ends Redis's C string.
+// quote may open in the middle of an argument (a"b c" is `ab c`).
+//
+// A NUL byte is an ordinary byte. Redis never answers a line that holds
+// one (it looks for the line's end with strchr, which stops at the NUL,
+// and waits for more until its 64 KiB limit); cutting the line there, as
+// the C string would, could run a shorter command than the client sent.
 //
 // The arguments are appended to args (none on error), unquoted in place:
 // they are slices of line, which is overwritten (each one is never longer
 // than its quoted form).
 func SplitInline(line []byte, args [][]byte) ([][]byte, error) {
-	if i := bytes.IndexByte(line, 0); i >= 0 {
-		line = line[:i]
-	}
 	n0, p := len(args), 0
 	for {
 		for p < len(line) && isSpace(line[p]) {
@@ -72,78 +73,64 @@ func SplitInline(line []byte, args [][]byte) ([][]byte, error) {
 
 // unquote reads the argument that starts at line[p], writing it unquoted
 // from line[p] on: it returns the end of what it wrote and where the next
-// argument may start, or !ok for unbalanced quotes. Past the end of line
-// is read as NUL, like the C string terminator. The write position never
-// passes the read position: every escape is longer than what it stands
-// for.
+// argument may start, or !ok for unbalanced quotes. The write position
+// never passes the read position: every escape is longer than what it
+// stands for.
 func unquote(line []byte, p int) (end, next int, ok bool) {
-	at := func(i int) byte {
-		if i < len(line) {
-			return line[i]
-		}
-		return 0
-	}
 	w := p
 	inq, insq := false, false
-	for done := false; !done; {
-		c := at(p)
+	for ; p < len(line); p++ {
+		c := line[p]
 		switch {
 		case inq:
 			switch {
-			case c == '\\' && at(p+1) == 'x' && isHex(at(p+2)) && isHex(at(p+3)):
-				line[w] = hexVal(at(p+2))<<4 | hexVal(at(p+3))
-				w++
+			case c == '\\' && p+3 < len(line) && line[p+1] == 'x' && isHex(line[p+2]) && isHex(line[p+3]):
+				line[w] = hexVal(line[p+2])<<4 | hexVal(line[p+3])
 				p += 3
-			case c == '\\' && at(p+1) != 0:
+			case c == '\\' && p+1 < len(line):
 				p++
 				line[w] = unescape(line[p])
-				w++
 			case c == '"':
-				if n := at(p + 1); n != 0 && !isSpace(n) {
-					return 0, 0, false
-				}
-				done = true
-			case c == 0:
-				return 0, 0, false
+				return closeQuote(line, w, p)
 			default:
 				line[w] = c
-				w++
 			}
 		case insq:
 			switch {
-			case c == '\\' && at(p+1) == '\'':
+			case c == '\\' && p+1 < len(line) && line[p+1] == '\'':
 				p++
 				line[w] = '\''
-				w++
 			case c == '\'':
-				if n := at(p + 1); n != 0 && !isSpace(n) {
-					return 0, 0, false
-				}
-				done = true
-			case c == 0:
-				return 0, 0, false
+				return closeQuote(line, w, p)
 			default:
 				line[w] = c
-				w++
 			}
 		default:
 			switch c {
-			case ' ', '\n', '\r', '\t', 0:
-				done = true
+			case ' ', '\n', '\r', '\t':
+				return w, p + 1, true
 			case '"':
 				inq = true
+				continue
 			case '\'':
 				insq = true
+				continue
 			default:
 				line[w] = c
-				w++
 			}
 		}
-		if p < len(line) {
-			p++
-		}
+		w++
 	}
-	return w, p, true
+	return w, p, !inq && !insq
+}
+
+// closeQuote ends an argument at its closing quote, line[p]: a blank or
+// the end must follow.
+func closeQuote(line []byte, w, p int) (end, next int, ok bool) {
+	if p+1 < len(line) && !isSpace(line[p+1]) {
+		return 0, 0, false
+	}
+	return w, p + 1, true
 }
 
 // unescape is the byte that \c stands for inside double quotes.

@@ -64,17 +64,15 @@ func TestSplitInline(t *testing.T) {
 	}
 }
 
-// TestSplitInlineNUL: a NUL byte ends the line, as it ends the C string
-// Redis splits (Redis itself never gets that far: it looks for the line's
-// end with strchr, which stops at the NUL, and waits for more until the
-// 64 KiB limit).
+// TestSplitInlineNUL: a NUL byte is an ordinary byte, quoted or not.
 func TestSplitInlineNUL(t *testing.T) {
 	for line, want := range map[string][]string{
-		"a\x00b c":    {"a"},
-		"a \x00 b":    {"a"},
-		"\x00abc":     {},
-		"'a\x00b' c":  nil,
-		"\"a\x00\" c": nil,
+		"a\x00b c":    {"a\x00b", "c"},
+		"a \x00 b":    {"a", "\x00", "b"},
+		"\x00abc":     {"\x00abc"},
+		"'a\x00b' c":  {"a\x00b", "c"},
+		"\"a\x00\" c": {"a\x00", "c"},
+		"\"a\x00":     nil,
 	} {
 		args, err := SplitInline([]byte(line), nil)
 		if (want == nil) != (err != nil) || (want != nil && !equalStrings(args, want)) {
