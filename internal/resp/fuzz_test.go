@@ -16,6 +16,7 @@ import (
 //	go test -run XXX -fuzz FuzzCommandStream -fuzztime 60s ./internal/resp/
 //	go test -run XXX -fuzz FuzzParse -fuzztime 60s ./internal/resp/
 //	go test -run XXX -fuzz FuzzSplitInline -fuzztime 60s ./internal/resp/
+//	go test -run XXX -fuzz FuzzReader -fuzztime 60s ./internal/resp/
 
 // FuzzCommandStream: whatever a client sends, the Guard hands on a prefix
 // of it made of whole commands within the limits, the same however the
@@ -167,6 +168,36 @@ func FuzzSplitInline(f *testing.F) {
 		again, err := SplitInline(quoted, nil)
 		if err != nil || !equalCommands([][][]byte{again}, [][][]byte{args}) {
 			t.Fatalf("%q split as %q, quoted %q, split again as %q (%v)", line, args, quoted, again, err)
+		}
+	})
+}
+
+// FuzzReader: the Reader with a subscribed connection's limits (pubsub)
+// never panics, keeps no bulk string over MaxBulk and no array over
+// MaxElems or MaxDepth, whatever a master sends (a simple string is
+// bounded by the buffer instead).
+func FuzzReader(f *testing.F) {
+	f.Add([]byte("*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n"))
+	f.Add([]byte("*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$2\r\nch\r\n$100\r\nx\r\n"))
+	f.Add([]byte("+OK\r\n-ERR x\r\n:1\r\n$-1\r\n*-1\r\n"))
+	f.Add([]byte("*17\r\n"))
+	f.Add([]byte("*1\r\n*1\r\n:1\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rd := NewReader(bytes.NewReader(b), 16)
+		rd.MaxBulk, rd.MaxElems, rd.MaxDepth = 8, 4, 1
+		for range 64 {
+			r, err := rd.Next()
+			if err != nil {
+				return
+			}
+			if (r.Type == Bulk && len(r.Str) > 8) || len(r.Elems) > 4 {
+				t.Fatalf("kept %v over the limits", r)
+			}
+			for _, e := range r.Elems {
+				if (e.Type == Bulk && len(e.Str) > 8) || len(e.Elems) > 0 {
+					t.Fatalf("kept an element %v over the limits", e)
+				}
+			}
 		}
 	})
 }
