@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // waitGroupCompleter completes one op of a benchmark.
 type wgCompleter struct{ wg *sync.WaitGroup }
 
-func (c wgCompleter) Complete(int, Reply, error) { c.wg.Done() }
+func (c wgCompleter) Complete(int, resp.Reply, error) { c.wg.Done() }
 
 // BenchmarkPipeline: many goroutines submit SET to one real master through
 // one Pipeline and wait for their reply, as connections do, with a writer
@@ -35,7 +36,7 @@ func benchmarkPipeline(b *testing.B, l *evloop.Loop) {
 	p := New(Options{Addr: m, Logger: quiet(), Loop: l, OnBatch: func(_, n int) { writes.Add(1); ops.Add(int64(n)) }})
 	defer p.Close()
 	waitConnectedB(b, p)
-	cmd := AppendCommand(nil, []byte("SET"), []byte("k"), []byte("v"))
+	cmd := resp.AppendCommandString(nil, "SET", "k", "v")
 	b.ReportAllocs()
 	b.SetParallelism(32)
 	b.ResetTimer()

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // This file is the life of one connection: dial and Init, then one writer
@@ -36,8 +38,8 @@ func (p *Pipeline) connect() (net.Conn, error) {
 	}
 	rb := make([]byte, 0, 4096)
 	for i := 0; i < len(p.opt.Init); {
-		r, n, err := parseReply(rb, 0)
-		if err == errIncomplete {
+		r, n, err := resp.Parse(rb)
+		if err == resp.ErrIncomplete {
 			if len(rb) == cap(rb) {
 				rb = append(rb, 0)[:len(rb)]
 			}
@@ -53,7 +55,7 @@ func (p *Pipeline) connect() (net.Conn, error) {
 			conn.Close()
 			return nil, err
 		}
-		if r.Type == Error {
+		if r.Type == resp.Error {
 			conn.Close()
 			return nil, fmt.Errorf("init command %q failed: %s", firstWords(p.opt.Init[i]), r.Str)
 		}
@@ -94,7 +96,7 @@ func (p *Pipeline) serve(conn net.Conn) error {
 	p.markBroken(err)
 	for _, op := range p.inflight.drain() {
 		if op.C != nil {
-			op.C.Complete(p.opt.Index, Reply{}, &MasterError{p.opt.Addr, err})
+			op.C.Complete(p.opt.Index, resp.Reply{}, &MasterError{p.opt.Addr, err})
 		}
 	}
 	return err
@@ -161,7 +163,7 @@ func (p *Pipeline) takeBatch(spare []Op, buf []byte) (next []Op, out []byte, n i
 	for _, op := range batch {
 		if op.Deadline != 0 && op.Deadline < now {
 			if op.C != nil {
-				op.C.Complete(p.opt.Index, Reply{}, &MasterError{p.opt.Addr, ErrExpired})
+				op.C.Complete(p.opt.Index, resp.Reply{}, &MasterError{p.opt.Addr, ErrExpired})
 			}
 			continue
 		}
@@ -231,7 +233,7 @@ func (p *Pipeline) readLoop(conn net.Conn) error {
 
 // scratch is the reusable memory of consume.
 type scratch struct {
-	replies []Reply
+	replies []resp.Reply
 	done    []Op
 }
 
@@ -242,8 +244,8 @@ func (p *Pipeline) consume(b []byte, sc *scratch) (int, error) {
 	used := 0
 	sc.replies = sc.replies[:0]
 	for used < len(b) {
-		r, m, err := parseReply(b[used:], 0)
-		if err == errIncomplete {
+		r, m, err := resp.Parse(b[used:])
+		if err == resp.ErrIncomplete {
 			break
 		}
 		if err != nil {
@@ -271,7 +273,7 @@ func (p *Pipeline) consume(b []byte, sc *scratch) (int, error) {
 	}
 	for i, op := range done {
 		r := sc.replies[i]
-		if r.Type == Error && bytes.HasPrefix(r.Str, []byte("NOSCRIPT")) {
+		if r.Type == resp.Error && bytes.HasPrefix(r.Str, []byte("NOSCRIPT")) {
 			reload = true
 		}
 		if op.C != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // loopConn is one master connection driven by the event loop (Options.Loop)
@@ -218,7 +219,7 @@ func (lc *loopConn) fail(err error) {
 	p.mu.Unlock()
 	for _, op := range p.inflight.drain() {
 		if op.C != nil {
-			op.C.Complete(p.opt.Index, Reply{}, &MasterError{p.opt.Addr, err})
+			op.C.Complete(p.opt.Index, resp.Reply{}, &MasterError{p.opt.Addr, err})
 		}
 	}
 	lc.done <- err

@@ -8,11 +8,12 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
-type chanCompleter chan Reply
+type chanCompleter chan resp.Reply
 
-func (c chanCompleter) Complete(_ int, r Reply, _ error) { c <- r }
+func (c chanCompleter) Complete(_ int, r resp.Reply, _ error) { c <- r }
 
 // TestOnStateUpBeforeFirstReply: the quorum engine's OnState(up) is what
 // puts a (re)connected master in its provisional quarantine, so that a
@@ -49,7 +50,7 @@ func TestOnStateUpBeforeFirstReply(t *testing.T) {
 		t.Fatal("never connected")
 	}
 	c := make(chanCompleter, 1)
-	if err := p.Submit(Op{Cmd: AppendCommand(nil, []byte("PING")), C: c}); err != nil {
+	if err := p.Submit(Op{Cmd: resp.AppendCommandString(nil, "PING"), C: c}); err != nil {
 		t.Logf("Submit refused while OnState(up) runs: %v (good)", err)
 		return
 	}

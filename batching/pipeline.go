@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // Completer receives the outcome of one submitted command: the master's
@@ -32,7 +33,7 @@ import (
 // was written). It is called exactly once per accepted Op, from the
 // pipeline's goroutines: it must not block.
 type Completer interface {
-	Complete(master int, r Reply, err error)
+	Complete(master int, r resp.Reply, err error)
 }
 
 // Op is one command for one master.
@@ -325,7 +326,7 @@ func (p *Pipeline) failQueued(err error) {
 	p.mu.Unlock()
 	for _, op := range q {
 		if op.C != nil {
-			op.C.Complete(p.opt.Index, Reply{}, err)
+			op.C.Complete(p.opt.Index, resp.Reply{}, err)
 		}
 	}
 }

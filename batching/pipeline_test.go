@@ -6,70 +6,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
-
-func TestParseReplyRoundTrip(t *testing.T) {
-	rng := rand.New(rand.NewSource(1))
-	var gen func(depth int) (Reply, string)
-	gen = func(depth int) (Reply, string) {
-		switch k := rng.Intn(6); {
-		case k == 0:
-			return ReplyOK, "+OK\r\n"
-		case k == 1:
-			n := rng.Int63n(1<<40) - 1<<39
-			return Reply{Type: Integer, Int: n}, ":" + strconv.FormatInt(n, 10) + "\r\n"
-		case k == 2:
-			s := make([]byte, rng.Intn(20))
-			rng.Read(s)
-			return Reply{Type: Bulk, Str: s}, "$" + strconv.Itoa(len(s)) + "\r\n" + string(s) + "\r\n"
-		case k == 3:
-			return ReplyNil, "$-1\r\n"
-		case k == 4 && depth < 3:
-			n := rng.Intn(4)
-			r := Reply{Type: Array, Elems: make([]Reply, n)}
-			enc := "*" + strconv.Itoa(n) + "\r\n"
-			for i := range r.Elems {
-				var e string
-				r.Elems[i], e = gen(depth + 1)
-				enc += e
-			}
-			return r, enc
-		default:
-			return Reply{Type: Error, Str: []byte("ERR x")}, "-ERR x\r\n"
-		}
-	}
-	for i := 0; i < 2000; i++ {
-		want, enc := gen(0)
-		// Every strict prefix is incomplete; the whole parses.
-		for cut := 0; cut < len(enc); cut++ {
-			if _, _, err := parseReply([]byte(enc[:cut]), 0); err != errIncomplete {
-				t.Fatalf("%q cut at %d: %v, want incomplete", enc, cut, err)
-			}
-		}
-		got, n, err := parseReply([]byte(enc+"+extra\r\n"), 0)
-		if err != nil || n != len(enc) || !got.Equal(want) {
-			t.Fatalf("%q: got %v n=%d err=%v, want %v", enc, got, n, err, want)
-		}
-	}
-	for _, bad := range []string{"?x\r\n", ":abc\r\n", "$-5\r\n", "$3\r\nabcd\r\n"} {
-		if _, _, err := parseReply([]byte(bad), 0); err != errMalformed {
-			t.Errorf("%q: %v, want malformed", bad, err)
-		}
-	}
-}
 
 // recorder collects completions.
 type recorder struct {
 	mu   sync.Mutex
-	got  []Reply
+	got  []resp.Reply
 	errs []error
 	done chan struct{}
 	want int
@@ -77,7 +26,7 @@ type recorder struct {
 
 func newRecorder(want int) *recorder { return &recorder{done: make(chan struct{}), want: want} }
 
-func (r *recorder) Complete(master int, rep Reply, err error) {
+func (r *recorder) Complete(master int, rep resp.Reply, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, rep)
@@ -147,7 +96,7 @@ func testPipelineOrderAndBatching(t *testing.T, with func(Options) Options) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < n/8; i++ {
-				if err := p.Submit(Op{Cmd: AppendCommand(nil, []byte("INCR"), []byte("ctr")), C: rec}); err != nil {
+				if err := p.Submit(Op{Cmd: resp.AppendCommandString(nil, "INCR", "ctr"), C: rec}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -183,7 +132,7 @@ func testPipelinePausedMasterBoundedAndRecovers(t *testing.T, with func(Options)
 	// Expired ops are not written; the queue never grows past its limit.
 	var full error
 	for i := 0; i < 200000 && full == nil; i++ {
-		full = p.Submit(Op{Cmd: AppendCommand(nil, []byte("PING")), Deadline: Now() + int64(time.Millisecond)})
+		full = p.Submit(Op{Cmd: resp.AppendCommandString(nil, "PING"), Deadline: Now() + int64(time.Millisecond)})
 	}
 	if !errors.Is(full, ErrQueueFull) {
 		t.Logf("queue never filled (writes still absorbed by socket buffers): %v", full)
@@ -198,9 +147,9 @@ func testPipelinePausedMasterBoundedAndRecovers(t *testing.T, with func(Options)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		rec := newRecorder(1)
-		if err := p.Submit(Op{Cmd: AppendCommand(nil, []byte("PING")), C: rec}); err == nil {
+		if err := p.Submit(Op{Cmd: resp.AppendCommandString(nil, "PING"), C: rec}); err == nil {
 			rec.wait(t)
-			if rec.errs[0] == nil && rec.got[0].Type == Status {
+			if rec.errs[0] == nil && rec.got[0].Type == resp.Status {
 				return
 			}
 		}
@@ -225,7 +174,7 @@ func testPipelineKilledMasterFailsInflightAndRedials(t *testing.T, with func(Opt
 	}
 	rec := newRecorder(10)
 	for i := 0; i < 10; i++ {
-		if err := p.Submit(Op{Cmd: AppendCommand(nil, []byte("PING")), C: rec}); err != nil {
+		if err := p.Submit(Op{Cmd: resp.AppendCommandString(nil, "PING"), C: rec}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -239,7 +188,7 @@ func testPipelineKilledMasterFailsInflightAndRedials(t *testing.T, with func(Opt
 			t.Fatalf("op %d: err %v, want a MasterError for %s", i, err, m.Addr)
 		}
 	}
-	if err := p.Submit(Op{Cmd: AppendCommand(nil, []byte("PING"))}); err == nil {
+	if err := p.Submit(Op{Cmd: resp.AppendCommandString(nil, "PING")}); err == nil {
 		up, _ := p.Up()
 		t.Fatalf("submit to a dead master accepted (up=%v)", up)
 	}
@@ -254,12 +203,12 @@ func TestPipelineInitLoadsScripts(t *testing.T) { bothModes(t, testPipelineInitL
 func testPipelineInitLoadsScripts(t *testing.T, with func(Options) Options) {
 	m := redisproc.ForTest(t, 1)[0]
 	body := `return 42`
-	p := New(with(Options{Addr: m.Addr, Logger: quiet(), Init: [][]byte{AppendCommand(nil, []byte("SCRIPT"), []byte("LOAD"), []byte(body))}}))
+	p := New(with(Options{Addr: m.Addr, Logger: quiet(), Init: [][]byte{resp.AppendCommandString(nil, "SCRIPT", "LOAD", body)}}))
 	defer p.Close()
 	waitConnected(t, p)
 	rec := newRecorder(1)
 	sha := fmt.Sprintf("%x", sha1Sum(body))
-	p.Submit(Op{Cmd: AppendCommand(nil, []byte("EVALSHA"), []byte(sha), []byte("0")), C: rec})
+	p.Submit(Op{Cmd: resp.AppendCommandString(nil, "EVALSHA", sha, "0"), C: rec})
 	rec.wait(t)
 	if rec.got[0].Int != 42 {
 		t.Fatalf("EVALSHA of an Init-loaded script: %v %v", rec.got[0], rec.errs[0])

@@ -37,8 +37,8 @@ type ScriptConfig struct {
 	// giving another answer, or validity ran out: "nil" or an integer.
 	// Default: nil for vote ok and notnil, 0 for one, true, positive and
 	// numkeys; required for zero and nonnegative.
-	NoReply any `toml:"no_reply"` // a string ("nil", "0") or a TOML integer (0)
-	Combine string `toml:"combine"` // "" or "first": the first yes reply; "qth_ttl": replies are TTLs in ms, answer the Q-th largest minus drift
+	NoReply any    `toml:"no_reply"` // a string ("nil", "0") or a TOML integer (0)
+	Combine string `toml:"combine"`  // "" or "first": the first yes reply; "qth_ttl": replies are TTLs in ms, answer the Q-th largest minus drift
 	// OtherTTLArgs are the ARGV, besides ttl_arg, that carry a TTL the
 	// script sets on a master, such as the expiry of a signal list: each is
 	// refused over max_ttl. Any kind.

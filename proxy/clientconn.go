@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // Client connections as redcon sees them: write deadlines, and reads
@@ -31,9 +33,9 @@ func (l *listener) Accept() (net.Conn, error) {
 	}
 	cc := &clientConn{Conn: c, s: l.s, last: time.Now()}
 	cc.rd = readerFunc(cc.readConn)
-	cc.g.init(l.s.cfg)
-	cc.g.budget, cc.g.mirror = l.s.budget, true
-	cc.g.interrupt = func() { cc.Conn.SetReadDeadline(time.Unix(1, 0)) } // the guard's read sees evicting
+	cc.g.Limits = guardLimits(l.s.cfg)
+	cc.g.Budget, cc.g.Mirror = l.s.budget, true
+	cc.g.Interrupt = func() { cc.Conn.SetReadDeadline(time.Unix(1, 0)) } // the guard's read sees evicting
 	l.s.mu.Lock()
 	l.s.conns[cc] = struct{}{}
 	if l.s.closing {
@@ -44,7 +46,7 @@ func (l *listener) Accept() (net.Conn, error) {
 }
 
 // clientConn is a client connection as redcon sees it. Reads pass through
-// a RESP guard (respGuard) that enforces the limits
+// a RESP guard (resp.Guard) that enforces the limits
 // before redcon's reader, which has none, sees a byte; writes get a
 // deadline, so a client that stops reading cannot block its handler
 // forever.
@@ -52,7 +54,7 @@ type clientConn struct {
 	net.Conn
 	s   *Server
 	set time.Time // when the write deadline was last moved; handler goroutine only
-	g   respGuard
+	g   resp.Guard
 
 	// The idle and handshake timeouts (idle.go); handler goroutine only.
 	c        *client    // set by Server.accept
@@ -94,7 +96,7 @@ func (c *clientConn) Close() error {
 	c.s.mu.Lock()
 	delete(c.s.conns, c)
 	c.s.mu.Unlock()
-	c.s.budget.release(&c.g)
+	c.s.budget.Release(&c.g)
 	return c.Conn.Close()
 }
 
@@ -104,10 +106,10 @@ func (c *clientConn) Close() error {
 // flushing), then the connection ends: the stream cannot be trusted past
 // it.
 func (c *clientConn) Read(p []byte) (int, error) {
-	n, err := c.g.read(c.rd, p)
-	var pe *ProtocolError
+	n, err := c.g.Read(c.rd, p)
+	var pe *resp.ProtocolError
 	if errors.As(err, &pe) {
-		if !pe.budget {
+		if !pe.OverBudget {
 			c.s.protoErr.Add(1)
 		}
 		c.s.cfg.Logger.Debug("client stream ended by lockproxy; closing its connection", "client", c.RemoteAddr().String(), "err", pe.Msg)

@@ -54,7 +54,7 @@ func (c *clientConn) readConn(p []byte) (int, error) {
 		if !limit.Equal(c.deadline) && (limit.IsZero() || c.deadline.IsZero() || limit.Before(c.deadline) || limit.Sub(c.deadline) > c.s.cfg.IdleTimeout/4) {
 			c.Conn.SetReadDeadline(limit)
 			c.deadline = limit
-			if c.g.evicting.Load() {
+			if c.g.Evicting() {
 				return 0, errIdle // the guard reports the eviction
 			}
 		}
@@ -63,7 +63,7 @@ func (c *clientConn) readConn(p []byte) (int, error) {
 			c.last = time.Now()
 		}
 		var ne net.Error
-		if err == nil || !errors.As(err, &ne) || !ne.Timeout() || c.g.evicting.Load() {
+		if err == nil || !errors.As(err, &ne) || !ne.Timeout() || c.g.Evicting() {
 			return n, err
 		}
 		if l := c.readLimit(); !l.IsZero() && time.Now().Before(l) {

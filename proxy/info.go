@@ -72,8 +72,8 @@ func (s *Server) infoClients(b *strings.Builder) {
 	field(b, "maxclients", s.cfg.MaxClients)
 	field(b, "blocked_clients", 0)
 	field(b, "requirepass", map[bool]string{false: "no", true: "yes"}[s.cfg.RequirePass != ""])
-	field(b, "client_input_bytes", s.budget.used.Load())
-	field(b, "client_query_buffer_total", s.budget.limit)
+	field(b, "client_input_bytes", s.budget.Used())
+	field(b, "client_query_buffer_total", s.budget.Limit())
 }
 
 // infoPersistence answers what client ready checks look for.
@@ -97,7 +97,7 @@ func (s *Server) infoStats(b *strings.Builder) {
 	field(b, "total_connections_received", s.accepted.Load())
 	field(b, "rejected_connections", s.rejected.Load())
 	field(b, "protocol_errors", s.ProtocolErrors())
-	field(b, "evicted_clients", s.budget.evicted.Load())
+	field(b, "evicted_clients", s.budget.Evicted())
 	field(b, "idle_timeout_closes", s.idleClosed.Load())
 	field(b, "handshake_timeout_closes", s.handshakeClosed.Load())
 	field(b, "auth_failures", m.authFailures.Get())

@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"io"
 	"runtime/debug"
 	"syscall"
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -27,7 +29,8 @@ type loopClient struct {
 	f    *front
 	c    *client
 	fd   int
-	g    respGuard
+	g    resp.Guard
+	rd   io.Reader // what g reads from: fd (an fdReader, boxed once)
 	args [][]byte
 
 	out          []byte // replies not yet written
@@ -45,7 +48,7 @@ type loopClient struct {
 	entered    bool  // the running pipeline counts in Server.active
 	eof        bool  // the client sent its last byte
 	closeAfter bool  // close once the replies are out (QUIT, shutdown, protocol error)
-	inlineErr  error // a malformed inline command ended the pipeline (a *ProtocolError)
+	inlineErr  error // a malformed inline command ended the pipeline (a *resp.ProtocolError)
 	// rest is what was left of a pipeline when a command waited for a
 	// script to be understood (awaitScript until then): it runs first.
 	rest        []byte
@@ -55,12 +58,12 @@ type loopClient struct {
 
 func newLoopClient(f *front, fd int, addr string) *loopClient {
 	now := evloop.Now()
-	lc := &loopClient{f: f, fd: fd, since: now, last: now}
+	lc := &loopClient{f: f, fd: fd, rd: fdReader(fd), since: now, last: now}
 	lc.c = f.s.newClient(addr, quorum.NewWaiterFunc(func() { f.loop.Kick(lc) }))
-	lc.g.init(f.s.cfg)
-	lc.g.authed = &lc.c.authed
-	lc.g.budget = f.s.budget
-	lc.g.interrupt = func() { f.loop.Post(lc.evict) }
+	lc.g.Limits = guardLimits(f.s.cfg)
+	lc.g.Authed = &lc.c.authed
+	lc.g.Budget = f.s.budget
+	lc.g.Interrupt = func() { f.loop.Post(lc.evict) }
 	lc.c.resume = func() { f.loop.Post(lc.resumeScript) }
 	return lc
 }
@@ -76,9 +79,9 @@ func (lc *loopClient) OnEvent(ev uint32) {
 		lc.flush()
 	}
 	if ev&evloop.Readable != 0 && !lc.closed && !lc.eof {
-		n, err := lc.g.fillFrom(lc.fd)
+		n, err := lc.g.Fill(lc.rd)
 		switch {
-		case err == syscall.EAGAIN:
+		case err == syscall.EAGAIN, err == resp.ErrStopped:
 		case err != nil:
 			lc.close()
 			return
@@ -125,10 +128,10 @@ func (lc *loopClient) advance() {
 		data := lc.rest
 		lc.rest = nil
 		if data == nil {
-			data = lc.g.take()
+			data = lc.g.Take()
 		}
 		if len(data) == 0 {
-			if err := lc.g.broken(); err != nil {
+			if err := lc.g.Broken(); err != nil {
 				lc.protocolError(err)
 				lc.flush()
 				continue
@@ -153,7 +156,7 @@ func (lc *loopClient) pipeline(data []byte) {
 		// command, so that a pipelining client sees every reply.
 		for len(data) > 0 {
 			var err error
-			if lc.args, data, err = nextCommand(data, lc.args); err != nil {
+			if lc.args, data, err = resp.NextCommand(data, lc.args); err != nil {
 				break
 			}
 			if len(lc.args) > 0 {
@@ -169,7 +172,7 @@ func (lc *loopClient) pipeline(data []byte) {
 	for len(data) > 0 && !c.quit {
 		var err error
 		start := data
-		if lc.args, data, err = nextCommand(data, lc.args); err != nil {
+		if lc.args, data, err = resp.NextCommand(data, lc.args); err != nil {
 			lc.inlineErr = err
 			break
 		}
@@ -242,8 +245,8 @@ func (lc *loopClient) drop() {
 // protocolError answers a broken stream after the replies before it; then
 // the connection closes: it cannot be trusted past the error.
 func (lc *loopClient) protocolError(err error) {
-	pe := err.(*ProtocolError)
-	if !pe.budget {
+	pe := err.(*resp.ProtocolError)
+	if !pe.OverBudget {
 		lc.f.s.protoErr.Add(1)
 	}
 	lc.f.s.cfg.Logger.Debug("client stream ended by lockproxy; closing its connection", "client", lc.c.addr, "err", pe.Msg)
@@ -259,7 +262,7 @@ func (lc *loopClient) evict() {
 	if lc.closed {
 		return
 	}
-	err := lc.f.s.budget.budgetError(lc.g.held.Load())
+	err := lc.f.s.budget.Error(lc.g.Held())
 	lc.f.s.cfg.Logger.Debug("client stream ended by lockproxy; closing its connection", "client", lc.c.addr, "err", err.Msg)
 	if !lc.busy && lc.outOff == len(lc.out) {
 		evloop.Write(lc.fd, appendError(nil, err.Reply()))
@@ -317,7 +320,7 @@ func (lc *loopClient) setEvents() {
 	}
 	var want uint32
 	ahead := lc.busy || lc.outOff < len(lc.out) || lc.awaitScript || lc.rest != nil
-	if !lc.eof && lc.g.err == nil && !(ahead && lc.g.unread() >= pauseAt) {
+	if !lc.eof && !lc.g.Stopped() && !(ahead && lc.g.Unread() >= pauseAt) {
 		want |= evloop.Readable
 	}
 	if lc.outOff < len(lc.out) {
@@ -343,8 +346,8 @@ func (lc *loopClient) close() {
 	syscall.Close(lc.fd)
 	delete(lc.f.conns, lc)
 	delete(lc.f.stuck, lc)
-	lc.f.s.budget.release(&lc.g)
-	lc.g.buf = nil
+	lc.f.s.budget.Release(&lc.g)
+	lc.g.Free()
 	lc.f.s.gone()
 	lc.out, lc.outOff = nil, 0
 	if lc.entered && !lc.busy {

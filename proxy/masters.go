@@ -1,19 +1,18 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -256,11 +255,11 @@ type prober struct {
 	addr string
 	o    ProbeOptions
 	conn net.Conn
-	rd   *bufio.Reader
+	rd   *resp.Reader
 	stop func() bool // unregisters the close-on-cancel
 }
 
-var pingCmd = []byte("*1\r\n$4\r\nPING\r\n")
+var pingCmd = resp.AppendCommandString(nil, "PING")
 
 // ping sends one PING, connecting first if needed, and returns the round
 // trip. Any surprise closes the connection, so replies never go out of step.
@@ -276,7 +275,7 @@ func (p *prober) ping(ctx context.Context) (time.Duration, error) {
 		p.close()
 		return 0, err
 	}
-	line, err := p.rd.ReadString('\n')
+	r, err := p.rd.Next()
 	d := time.Since(t0)
 	if err != nil {
 		p.close()
@@ -285,9 +284,9 @@ func (p *prober) ping(ctx context.Context) (time.Duration, error) {
 		}
 		return 0, err
 	}
-	if line != "+PONG\r\n" {
+	if r.Type != resp.Status || string(r.Str) != "PONG" {
 		p.close()
-		return 0, fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+		return 0, fmt.Errorf("PING answered %q", r.String())
 	}
 	return d, nil
 }
@@ -299,7 +298,7 @@ func (p *prober) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.conn, p.rd = conn, bufio.NewReaderSize(conn, 512)
+	p.conn, p.rd = conn, resp.NewReader(conn, 512)
 	p.stop = context.AfterFunc(ctx, func() { conn.Close() }) // unblock a read at stop
 	if len(p.o.Auth) == 0 {
 		return nil
@@ -314,14 +313,14 @@ func (p *prober) connect(ctx context.Context) error {
 		return err
 	}
 	for range p.o.Auth {
-		line, err := p.rd.ReadString('\n')
+		r, err := p.rd.Next()
 		if err != nil {
 			p.close()
 			return err
 		}
-		if !strings.HasPrefix(line, "+") {
+		if r.Type != resp.Status {
 			p.close()
-			return fmt.Errorf("AUTH answered %q", strings.TrimSpace(line))
+			return fmt.Errorf("AUTH answered %q", r.String())
 		}
 	}
 	return nil

@@ -1,9 +1,6 @@
 package proxy
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
@@ -11,109 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
-	"github.com/tidwall/redcon"
 )
 
-// Fuzz tests of what a client can send: the byte stream through the RESP
-// guard and redcon's reader, and one command through the whole command
-// path (parse, quorum request, reply).
+// Fuzz test of one command through the whole command path (parse, quorum
+// request, reply). The byte stream's fuzzers (the guard, the splitter, the
+// reply parser) are internal/resp's.
 //
-//	go test -run XXX -fuzz FuzzCommandStream -fuzztime 60s ./proxy/
 //	go test -run XXX -fuzz 'FuzzCommand$' -fuzztime 60s ./proxy/
-
-// chunkReader returns data k bytes at a time, then io.EOF.
-type chunkReader struct {
-	data []byte
-	k    int
-}
-
-func (r *chunkReader) Read(p []byte) (int, error) {
-	if len(r.data) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p[:min(len(p), r.k)], r.data)
-	r.data = r.data[n:]
-	return n, nil
-}
-
-// guardAll runs data through a respGuard, arriving k bytes at a time and
-// read into buffers of size p, and returns what it handed on and why it
-// stopped.
-func guardAll(cfg Config, data []byte, k, p int) ([]byte, error) {
-	var g respGuard
-	g.init(cfg)
-	rd := &chunkReader{data: data, k: k}
-	var out []byte
-	buf := make([]byte, p)
-	for {
-		n, err := g.read(rd, buf)
-		out = append(out, buf[:n]...)
-		if err != nil {
-			return out, err
-		}
-		if n == 0 {
-			return out, errors.New("read returned 0, nil")
-		}
-	}
-}
-
-// FuzzCommandStream: whatever a client sends, the guard hands on a prefix
-// of it made of whole commands within the limits, the same however the
-// bytes arrive, and redcon's reader parses that prefix without panicking,
-// spinning or leaving half a command.
-func FuzzCommandStream(f *testing.F) {
-	for _, s := range []string{
-		"*1\r\n$4\r\nPING\r\n",
-		"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\nPING\r\n",
-		"*1\r\n$9223372036854775807\r\nx",
-		"*4611686018427387904\r\n",
-		"*2\r\n$4\r\nECHO\r\n$0\r\n\r\n*1\r\n$4\r\nPING\r\n",
-		"*-1\r\n", "*0\r\n", "$3\r\nabc\r\n", "SET \"a b\" 'c'\r\n", "\r\n\r\n", "*1\r\n+OK\r\n",
-		"*1\r\n$3\r\nabcd\r\n", "*9\r\n", "*2\r\n$65\r\n",
-	} {
-		f.Add([]byte(s), uint8(3))
-	}
-	cfg := Config{MaxBulkLen: 64, MaxArgs: 8, MaxQueryBuffer: 512}
-	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
-		whole, errWhole := guardAll(cfg, data, len(data)+1, 4096)
-		bits, errBits := guardAll(cfg, data, int(chunk%13)+1, int(chunk%7)+1)
-		if !bytes.Equal(whole, bits) || fmt.Sprint(errWhole) != fmt.Sprint(errBits) {
-			t.Fatalf("depends on how bytes arrive: %q (%v) vs %q (%v)", whole, errWhole, bits, errBits)
-		}
-		if !bytes.HasPrefix(data, whole) {
-			t.Fatalf("handed on %q, not a prefix of the input", whole)
-		}
-		var pe *ProtocolError
-		if !errors.Is(errWhole, io.EOF) && !errors.As(errWhole, &pe) {
-			t.Fatalf("stopped with %v", errWhole)
-		}
-		rd := redcon.NewReader(bytes.NewReader(whole))
-		for {
-			cmds, err := rd.ReadCommands()
-			for _, c := range cmds {
-				if len(c.Args) > cfg.MaxArgs {
-					t.Fatalf("redcon got %d arguments, limit %d", len(c.Args), cfg.MaxArgs)
-				}
-				for _, a := range c.Args {
-					if len(a) > max(cfg.MaxBulkLen, inlineMax) {
-						t.Fatalf("redcon got a %d-byte argument", len(a))
-					}
-				}
-			}
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				// The only check the guard leaves to redcon: inline quoting.
-				if !strings.Contains(err.Error(), "unbalanced quotes") {
-					t.Fatalf("redcon: %v on %q", err, whole)
-				}
-				break
-			}
-		}
-	})
-}
 
 // fuzzServer is a Server whose engine has no reachable master: every
 // quorum request is decided at once (NOQUORUM), so the fuzzer runs the
@@ -191,7 +94,7 @@ func FuzzCommand(f *testing.F) {
 		}
 		s.cfg.Engine.Wait(c.w)
 		out := s.render(nil, c, &c.slots[0])
-		if n, err := respLen(out); err != nil || n != len(out) {
+		if _, n, err := resp.Parse3(out); err != nil || n != len(out) {
 			t.Fatalf("%q: reply %q is not one RESP value (%d of %d bytes, %v)", args, out, n, len(out), err)
 		}
 	})
@@ -200,11 +103,11 @@ func FuzzCommand(f *testing.F) {
 // understoodCommand reports whether cmd is an EVALSHA of a script the
 // analyzer understood (what it does was checked then).
 func understoodCommand(s *Server, cmd []byte) bool {
-	p, err := redcon.Parse(cmd)
-	if err != nil || len(p.Args) < 2 || !strings.EqualFold(string(p.Args[0]), "EVALSHA") {
+	p, _, err := resp.Parse(cmd)
+	if err != nil || p.Type != resp.Array || len(p.Elems) < 2 || !strings.EqualFold(string(p.Elems[0].Str), "EVALSHA") {
 		return false
 	}
-	sc, err, known := s.understood.lookup(string(p.Args[1]))
+	sc, err, known := s.understood.lookup(string(p.Elems[1].Str))
 	return known && err == nil && sc != nil
 }
 
@@ -212,11 +115,17 @@ func understoodCommand(s *Server, cmd []byte) bool {
 // send to a master.
 func checkMasterCommand(t *testing.T, client [][]byte, cmd []byte, allowed map[string]bool, maxMS int64) {
 	t.Helper()
-	parsed, err := redcon.Parse(cmd)
-	if err != nil {
+	parsed, n, err := resp.Parse(cmd)
+	if err != nil || n != len(cmd) || parsed.Type != resp.Array || len(parsed.Elems) == 0 {
 		t.Fatalf("%q: malformed master command %q: %v", client, cmd, err)
 	}
-	a := parsed.Args
+	a := make([][]byte, len(parsed.Elems))
+	for i, e := range parsed.Elems {
+		if e.Type != resp.Bulk {
+			t.Fatalf("%q: master command %q has a %c argument", client, cmd, e.Type)
+		}
+		a[i] = e.Str
+	}
 	ms := func(b []byte) bool {
 		v, err := strconv.ParseInt(string(b), 10, 64)
 		return err == nil && v > 0 && v <= maxMS
@@ -240,55 +149,4 @@ func checkMasterCommand(t *testing.T, client [][]byte, cmd []byte, allowed map[s
 		}
 	}
 	t.Fatalf("client command %q sends %q to the masters", client, a)
-}
-
-// respLen is the length of the RESP2/RESP3 value at the start of b.
-func respLen(b []byte) (int, error) {
-	line := func() (string, int, error) {
-		i := bytes.Index(b, []byte("\r\n"))
-		if i < 1 {
-			return "", 0, errors.New("no line")
-		}
-		return string(b[1:i]), i + 2, nil
-	}
-	if len(b) == 0 {
-		return 0, errors.New("empty")
-	}
-	l, n, err := line()
-	if err != nil {
-		return 0, err
-	}
-	switch b[0] {
-	case '+', '-', ':', '_', ',', '#', '(':
-		return n, nil
-	case '$', '=', '!':
-		size, err := strconv.Atoi(l)
-		if err != nil || size < -1 {
-			return 0, errors.New("bad length")
-		}
-		if size == -1 {
-			return n, nil
-		}
-		if len(b) < n+size+2 || string(b[n+size:n+size+2]) != "\r\n" {
-			return 0, errors.New("short bulk")
-		}
-		return n + size + 2, nil
-	case '*', '%', '~', '>':
-		count, err := strconv.Atoi(l)
-		if err != nil || count < -1 {
-			return 0, errors.New("bad count")
-		}
-		if b[0] == '%' {
-			count *= 2
-		}
-		for i := 0; i < count; i++ {
-			m, err := respLen(b[n:])
-			if err != nil {
-				return 0, err
-			}
-			n += m
-		}
-		return n, nil
-	}
-	return 0, errors.New("unknown type " + strconv.Quote(string(b[:1])))
 }

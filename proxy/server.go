@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/tidwall/redcon"
 )
@@ -48,7 +49,7 @@ type Server struct {
 	protoErr atomic.Int64 // connections closed for a protocol error
 
 	idleClosed, handshakeClosed atomic.Int64 // connections closed by IdleTimeout, HandshakeTimeout
-	budget                      *inputBudget // client_query_buffer_total
+	budget                      *resp.Budget // client_query_buffer_total
 
 	frontState // plain TCP clients on the event loop (loopfront.go)
 }
@@ -70,7 +71,7 @@ func New(cfg Config) (*Server, error) {
 		understood: newUnderstander(cfg.Engine.Config().MaxTTL, cfg.Engine.Config().DriftFactor),
 		drift:      drift, minTTL: minTTLFor(drift),
 		conns: map[*clientConn]struct{}{}, idle: make(chan struct{}), release: make(chan struct{}),
-		budget: newInputBudget(cfg.MaxInputTotal),
+		budget: resp.NewBudget(cfg.MaxInputTotal),
 	}, nil
 }
 
@@ -222,7 +223,7 @@ func (s *Server) accept(conn redcon.Conn) bool {
 	c := s.newClient(conn.RemoteAddr(), quorum.NewWaiter())
 	if cc, ok := conn.NetConn().(*clientConn); ok {
 		// Read by the connection's goroutine, started after this.
-		cc.g.authed, cc.c = &c.authed, c
+		cc.g.Authed, cc.c = &c.authed, c
 	}
 	conn.SetContext(c)
 	return true

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // TLS and credentials of lockproxy's connections: the TLS listener clients
@@ -183,7 +183,7 @@ func AuthCommand(user, password string) []byte {
 	case password == "":
 		return nil
 	case user == "":
-		return batching.AppendCommand(nil, []byte("AUTH"), []byte(password))
+		return resp.AppendCommandString(nil, "AUTH", password)
 	}
-	return batching.AppendCommand(nil, []byte("AUTH"), []byte(user), []byte(password))
+	return resp.AppendCommandString(nil, "AUTH", user, password)
 }

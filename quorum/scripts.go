@@ -3,9 +3,8 @@ package quorum
 import (
 	"crypto/sha1"
 	"encoding/hex"
-	"strconv"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // Script is a Lua script lockproxy itself sends to masters (never one of a
@@ -100,25 +99,22 @@ func InternalScripts() []Script {
 
 // AppendEvalSHA appends EVALSHA sha numkeys keys... args... to dst.
 func AppendEvalSHA(dst []byte, sha string, keys [][]byte, args [][]byte) []byte {
-	dst = append(dst, '*')
-	dst = strconv.AppendInt(dst, int64(3+len(keys)+len(args)), 10)
-	dst = append(dst, "\r\n$7\r\nEVALSHA\r\n$"...)
-	dst = strconv.AppendInt(dst, int64(len(sha)), 10)
-	dst = append(append(append(dst, '\r', '\n'), sha...), '\r', '\n')
-	var nk [20]byte
-	dst = batching.AppendBulk(dst, strconv.AppendInt(nk[:0], int64(len(keys)), 10))
+	dst = resp.AppendArrayHeader(dst, 3+len(keys)+len(args))
+	dst = resp.AppendBulkString(dst, "EVALSHA")
+	dst = resp.AppendBulkString(dst, sha)
+	dst = resp.AppendBulkInt(dst, int64(len(keys)))
 	for _, k := range keys {
-		dst = batching.AppendBulk(dst, k)
+		dst = resp.AppendBulk(dst, k)
 	}
 	for _, a := range args {
-		dst = batching.AppendBulk(dst, a)
+		dst = resp.AppendBulk(dst, a)
 	}
 	return dst
 }
 
 // ScriptLoad is the encoded SCRIPT LOAD of body, for Pipeline Init.
 func ScriptLoad(body string) []byte {
-	return batching.AppendCommand(nil, []byte("SCRIPT"), []byte("LOAD"), []byte(body))
+	return resp.AppendCommandString(nil, "SCRIPT", "LOAD", body)
 }
 
 // UndoCommand is the compensating command of an acquisition of keys with

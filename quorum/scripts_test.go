@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // TestAppendEvalSHA: the direct encoding is byte for byte the generic one,
@@ -20,7 +20,7 @@ func TestAppendEvalSHA(t *testing.T) {
 	} {
 		all := [][]byte{[]byte("EVALSHA"), []byte(sha), []byte(strconv.Itoa(len(c.keys)))}
 		all = append(append(all, c.keys...), c.args...)
-		want := batching.AppendCommand([]byte("prefix"), all...)
+		want := resp.AppendCommand([]byte("prefix"), all...)
 		if got := AppendEvalSHA([]byte("prefix"), sha, c.keys, c.args); !bytes.Equal(got, want) {
 			t.Errorf("keys %q args %q:\n got %q\nwant %q", c.keys, c.args, got, want)
 		}

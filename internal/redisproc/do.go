@@ -1,7 +1,6 @@
 package redisproc
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // doTimeout bounds one Do call: dial, write and read together.
@@ -45,10 +46,10 @@ func (s *Server) do(timeout time.Duration, args []string) (string, error) {
 	if err := conn.SetDeadline(deadline); err != nil {
 		return "", fmt.Errorf("redisproc: %s: %w", s.Addr, err)
 	}
-	if _, err := conn.Write(appendCommand(nil, args)); err != nil {
+	if _, err := conn.Write(resp.AppendCommandString(nil, args...)); err != nil {
 		return "", fmt.Errorf("redisproc: %s %s: %w", s.Addr, args[0], err)
 	}
-	reply, err := readReply(bufio.NewReader(conn))
+	reply, err := readReply(conn)
 	if err != nil {
 		var re ReplyError
 		if errors.As(err, &re) {
@@ -59,67 +60,33 @@ func (s *Server) do(timeout time.Duration, args []string) (string, error) {
 	return reply, nil
 }
 
-// appendCommand encodes args as a RESP array of bulk strings.
-func appendCommand(b []byte, args []string) []byte {
-	b = append(b, '*')
-	b = strconv.AppendInt(b, int64(len(args)), 10)
-	b = append(b, '\r', '\n')
-	for _, a := range args {
-		b = append(b, '$')
-		b = strconv.AppendInt(b, int64(len(a)), 10)
-		b = append(b, '\r', '\n')
-		b = append(b, a...)
-		b = append(b, '\r', '\n')
-	}
-	return b
-}
-
 // readReply reads one RESP2 reply and renders it as Do documents. An error
 // reply nested in an array (EXEC) fails the whole reply.
-func readReply(r *bufio.Reader) (string, error) {
-	line, err := r.ReadString('\n')
+func readReply(r io.Reader) (string, error) {
+	rep, err := resp.NewReader(r, 4096).Next()
 	if err != nil {
 		return "", err
 	}
-	line = strings.TrimSuffix(line, "\r\n")
-	if line == "" {
-		return "", errors.New("malformed reply: empty line")
+	return render(rep)
+}
+
+func render(r resp.Reply) (string, error) {
+	switch r.Type {
+	case resp.Status, resp.Bulk:
+		return string(r.Str), nil
+	case resp.Integer:
+		return strconv.FormatInt(r.Int, 10), nil
+	case resp.Error:
+		return "", ReplyError(r.Str)
+	case resp.Nil:
+		return "(nil)", nil
 	}
-	kind, rest := line[0], line[1:]
-	switch kind {
-	case '+', ':':
-		return rest, nil
-	case '-':
-		return "", ReplyError(rest)
-	case '$':
-		n, err := strconv.Atoi(rest)
-		if err != nil {
-			return "", fmt.Errorf("malformed bulk length %q", rest)
-		}
-		if n < 0 {
-			return "(nil)", nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
+	parts := make([]string, len(r.Elems))
+	for i, e := range r.Elems {
+		var err error
+		if parts[i], err = render(e); err != nil {
 			return "", err
 		}
-		return string(buf[:n]), nil
-	case '*':
-		n, err := strconv.Atoi(rest)
-		if err != nil {
-			return "", fmt.Errorf("malformed array length %q", rest)
-		}
-		if n < 0 {
-			return "(nil)", nil
-		}
-		parts := make([]string, n)
-		for i := range parts {
-			if parts[i], err = readReply(r); err != nil {
-				return "", err
-			}
-		}
-		return strings.Join(parts, " "), nil
-	default:
-		return "", fmt.Errorf("unsupported reply type %q", kind)
 	}
+	return strings.Join(parts, " "), nil
 }

@@ -1,8 +1,6 @@
 package pubsub
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -93,30 +91,6 @@ func FuzzParseEvent(f *testing.F) {
 		// always parses.
 		if again, ok := parseEvent(appendEvent(nil, ev)); !ok || again != ev {
 			t.Fatalf("%q: %+v, then %+v", b, ev, again)
-		}
-	})
-}
-
-func FuzzReader(f *testing.F) {
-	f.Add([]byte("*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n"))
-	f.Add([]byte("*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$2\r\nch\r\n$100\r\nx\r\n"))
-	f.Add([]byte("+OK\r\n-ERR x\r\n:1\r\n$-1\r\n*-1\r\n"))
-	f.Add([]byte("*17\r\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		rd := &reader{br: bufio.NewReaderSize(bytes.NewReader(b), 16), max: 8}
-		for range 64 {
-			p, err := rd.next()
-			if err != nil {
-				return
-			}
-			if len(p.elems) > maxElems {
-				t.Fatalf("%d elements", len(p.elems))
-			}
-			for _, e := range p.elems {
-				if len(e) > 8 {
-					t.Fatalf("kept an element of %d bytes over the limit", len(e))
-				}
-			}
 		}
 	})
 }

@@ -86,11 +86,11 @@ func redisMatches(t *testing.T, m *redisproc.Server, patterns, channels []string
 	got := map[[2]string]bool{}
 	for {
 		p := sub.next(t)
-		if string(p.elems[0]) == "message" {
+		if string(p.Elems[0].Str) == "message" {
 			return got
 		}
-		if ch := string(p.elems[2]); ch != end {
-			got[[2]string{string(p.elems[1]), ch}] = true
+		if ch := string(p.Elems[2].Str); ch != end {
+			got[[2]string{string(p.Elems[1].Str), ch}] = true
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package pubsub
 
 import (
-	"bufio"
 	"io"
 	"log/slog"
 	"net"
@@ -9,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // recorder is a Subscriber that keeps what it gets.
@@ -150,7 +149,7 @@ func onEvery(masters []*redisproc.Server, f func(m *redisproc.Server)) {
 // directly (ground truth and direct receivers).
 type rawConn struct {
 	c  net.Conn
-	rd *reader
+	rd *resp.Reader
 }
 
 func dialRaw(t testing.TB, addr string) *rawConn {
@@ -160,24 +159,20 @@ func dialRaw(t testing.TB, addr string) *rawConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return &rawConn{c: c, rd: &reader{br: bufio.NewReader(c), max: 1 << 20}}
+	return &rawConn{c: c, rd: resp.NewReader(c, 4096)}
 }
 
 func (rc *rawConn) send(t testing.TB, args ...string) {
 	t.Helper()
-	var b [][]byte
-	for _, a := range args {
-		b = append(b, []byte(a))
-	}
-	if _, err := rc.c.Write(batching.AppendCommand(nil, b...)); err != nil {
+	if _, err := rc.c.Write(resp.AppendCommandString(nil, args...)); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (rc *rawConn) next(t testing.TB) push {
+func (rc *rawConn) next(t testing.TB) resp.Reply {
 	t.Helper()
 	rc.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	p, err := rc.rd.next()
+	p, err := rc.rd.Next()
 	if err != nil {
 		t.Fatal(err)
 	}

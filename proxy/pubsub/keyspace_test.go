@@ -38,7 +38,7 @@ func TestKeyspaceEventsLikeRedis(t *testing.T) {
 	do(t, m, "DEL", "gt")
 	var got []string
 	for range 3 {
-		got = append(got, string(sub.next(t).elems[2]))
+		got = append(got, string(sub.next(t).Elems[2].Str))
 	}
 	if fmt.Sprint(got) != "[set expire del]" {
 		t.Fatalf("redis notifies %q for SET NX PX and DEL", got)

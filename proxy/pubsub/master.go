@@ -1,7 +1,6 @@
 package pubsub
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,7 +8,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // This file is the hub's side of one master: a connection in subscribed
@@ -46,7 +45,7 @@ func (m *master) send(cmd, name string) {
 	if m.conn == nil {
 		return
 	}
-	m.out = batching.AppendCommand(m.out, []byte(cmd), []byte(name))
+	m.out = resp.AppendCommandString(m.out, cmd, name)
 	select {
 	case m.wake <- struct{}{}:
 	default:
@@ -96,7 +95,7 @@ func (m *master) run() {
 // dial connects and authenticates. The handshake runs before the
 // connection is in subscribed mode, where AUTH would still work but its
 // reply would be mixed with messages.
-func (m *master) dial() (net.Conn, *reader, error) {
+func (m *master) dial() (net.Conn, *resp.Reader, error) {
 	h := m.h
 	ctx, cancel := context.WithTimeout(h.ctx, h.cfg.DialTimeout)
 	defer cancel()
@@ -111,22 +110,22 @@ func (m *master) dial() (net.Conn, *reader, error) {
 	n := 1
 	switch {
 	case h.cfg.Password != "" && h.cfg.Username != "":
-		hs = batching.AppendCommand(hs, []byte("AUTH"), []byte(h.cfg.Username), []byte(h.cfg.Password))
+		hs = resp.AppendCommandString(hs, "AUTH", h.cfg.Username, h.cfg.Password)
 		n++
 	case h.cfg.Password != "":
-		hs = batching.AppendCommand(hs, []byte("AUTH"), []byte(h.cfg.Password))
+		hs = resp.AppendCommandString(hs, "AUTH", h.cfg.Password)
 		n++
 	}
 	// The name tells an operator's CLIENT LIST which connections are
 	// lockproxy hubs (each counts as one receiver in PUBLISH replies).
-	hs = batching.AppendCommand(hs, []byte("CLIENT"), []byte("SETNAME"), []byte("lockproxy-pubsub-"+h.cfg.InstanceID))
-	rd := &reader{br: bufio.NewReaderSize(conn, 16<<10), max: h.cfg.MaxPayload}
+	hs = resp.AppendCommandString(hs, "CLIENT", "SETNAME", "lockproxy-pubsub-"+h.cfg.InstanceID)
+	rd := subscribedReader(conn, h.cfg.MaxPayload)
 	if _, err := conn.Write(hs); err != nil {
 		conn.Close()
 		return nil, nil, err
 	}
 	for i := range n {
-		p, err := rd.next()
+		p, err := rd.Next()
 		if err != nil {
 			conn.Close()
 			return nil, nil, fmt.Errorf("handshake: %w", err)
@@ -134,17 +133,27 @@ func (m *master) dial() (net.Conn, *reader, error) {
 		// AUTH must succeed, and a NOAUTH says it was needed; a SETNAME
 		// refused otherwise (an ACL user without CLIENT) costs only the
 		// name.
-		if p.typ == '-' && ((i == 0 && n == 2) || bytes.HasPrefix(p.str, []byte("NOAUTH"))) {
+		if p.Type == resp.Error && ((i == 0 && n == 2) || bytes.HasPrefix(p.Str, []byte("NOAUTH"))) {
 			conn.Close()
-			return nil, nil, fmt.Errorf("authentication: %s", p.str)
+			return nil, nil, fmt.Errorf("authentication: %s", p.Str)
 		}
 	}
 	conn.SetDeadline(time.Time{})
 	return conn, rd, nil
 }
 
+// subscribedReader reads what a master sends on a subscribed connection:
+// arrays of bulk strings and integers (subscribed-mode replies have at
+// most 4 elements, never nested), plus the handshake's status and error
+// replies. A payload over maxPayload is skipped without being buffered.
+func subscribedReader(conn net.Conn, maxPayload int) *resp.Reader {
+	rd := resp.NewReader(conn, 16<<10)
+	rd.MaxBulk, rd.MaxElems, rd.MaxDepth = maxPayload, 16, 1
+	return rd
+}
+
 // serve makes every subscription on conn, then reads until it fails.
-func (m *master) serve(conn net.Conn, rd *reader) error {
+func (m *master) serve(conn net.Conn, rd *resp.Reader) error {
 	h := m.h
 	h.mu.Lock()
 	if h.closed {
@@ -190,7 +199,7 @@ func (m *master) serve(conn net.Conn, rd *reader) error {
 func (h *Hub) resubscribe(dst []byte) []byte {
 	for k, r := range h.recs {
 		if !r.local {
-			dst = batching.AppendCommand(dst, []byte(subCmd[k.kind]), []byte(k.name))
+			dst = resp.AppendCommandString(dst, subCmd[k.kind], k.name)
 		}
 	}
 	return dst
@@ -227,25 +236,26 @@ func (m *master) writeLoop(conn net.Conn, done <-chan struct{}) error {
 	}
 }
 
-func (m *master) readLoop(conn net.Conn, rd *reader) error {
+func (m *master) readLoop(conn net.Conn, rd *resp.Reader) error {
 	for {
 		conn.SetReadDeadline(time.Now().Add(m.h.cfg.ReadTimeout))
-		p, err := rd.next()
+		p, err := rd.Next()
 		if err != nil {
 			return err
 		}
-		m.h.onPush(m.index, p)
+		m.h.onPush(m.index, p, rd.Skipped())
 	}
 }
 
-// onPush handles one reply of master i on its subscribed connection.
-func (h *Hub) onPush(i int, p push) {
+// onPush handles one reply of master i on its subscribed connection;
+// oversize: a payload longer than MaxPayload was skipped.
+func (h *Hub) onPush(i int, p resp.Reply, oversize bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return
 	}
-	if p.typ == '-' {
+	if p.Type == resp.Error {
 		// SSUBSCRIBE on a Redis older than 7.0, an ACL user without the
 		// channel (Redis 7 users get none by default): that subscription
 		// stays unconfirmed on this master.
@@ -253,40 +263,40 @@ func (h *Hub) onPush(i int, p push) {
 		if m := h.masters[i]; !m.refused {
 			m.refused = true
 			h.cfg.Logger.Warn("pubsub: master refused a subscription command; its messages for it are missed",
-				"master", m.addr, "err", string(p.str))
+				"master", m.addr, "err", string(p.Str))
 		}
 		return
 	}
-	if p.typ != '*' || len(p.elems) < 2 {
+	if p.Type != resp.Array || len(p.Elems) < 2 {
 		return
 	}
-	e := p.elems
-	switch string(e[0]) {
+	e := p.Elems
+	switch string(e[0].Str) {
 	case "message", "smessage", "pmessage":
-		if p.oversize {
+		if oversize {
 			h.stats.Oversize++
 			return
 		}
 		switch {
-		case len(e) == 3 && e[0][0] == 'm':
-			h.onMessage(i, Channel, "", string(e[1]), e[2])
+		case len(e) == 3 && e[0].Str[0] == 'm':
+			h.onMessage(i, Channel, "", string(e[1].Str), e[2].Str)
 		case len(e) == 3:
-			h.onMessage(i, Shard, "", string(e[1]), e[2])
+			h.onMessage(i, Shard, "", string(e[1].Str), e[2].Str)
 		case len(e) == 4:
-			h.onMessage(i, Pattern, string(e[1]), string(e[2]), e[3])
+			h.onMessage(i, Pattern, string(e[1].Str), string(e[2].Str), e[3].Str)
 		}
 	case "subscribe":
-		h.confirm(i, Channel, e[1], true)
+		h.confirm(i, Channel, e[1].Str, true)
 	case "psubscribe":
-		h.confirm(i, Pattern, e[1], true)
+		h.confirm(i, Pattern, e[1].Str, true)
 	case "ssubscribe":
-		h.confirm(i, Shard, e[1], true)
+		h.confirm(i, Shard, e[1].Str, true)
 	case "unsubscribe":
-		h.confirm(i, Channel, e[1], false)
+		h.confirm(i, Channel, e[1].Str, false)
 	case "punsubscribe":
-		h.confirm(i, Pattern, e[1], false)
+		h.confirm(i, Pattern, e[1].Str, false)
 	case "sunsubscribe":
-		h.confirm(i, Shard, e[1], false)
+		h.confirm(i, Shard, e[1].Str, false)
 	}
 }
 

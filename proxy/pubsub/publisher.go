@@ -1,15 +1,13 @@
 package pubsub
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // ConnPublisher is a Publisher on a plain connection per master, for tests
@@ -29,7 +27,7 @@ type ConnPublisher struct {
 
 type pubConn struct {
 	c  net.Conn
-	rd *reader
+	rd *resp.Reader
 }
 
 var _ Publisher = (*ConnPublisher)(nil)
@@ -47,9 +45,9 @@ func NewConnPublisher(masters []string, dial DialFunc, username, password string
 	p := &ConnPublisher{masters: masters, dial: dial, timeout: timeout, conns: make([]*pubConn, len(masters))}
 	switch {
 	case password != "" && username != "":
-		p.auth = batching.AppendCommand(nil, []byte("AUTH"), []byte(username), []byte(password))
+		p.auth = resp.AppendCommandString(nil, "AUTH", username, password)
 	case password != "":
-		p.auth = batching.AppendCommand(nil, []byte("AUTH"), []byte(password))
+		p.auth = resp.AppendCommandString(nil, "AUTH", password)
 	}
 	return p
 }
@@ -66,7 +64,7 @@ func (p *ConnPublisher) PublishReplies(cmd, channel string, payload []byte) []in
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	replies := make([]int64, len(p.masters))
-	msg := batching.AppendCommand(nil, []byte(cmd), []byte(channel), payload)
+	msg := resp.AppendCommand(nil, []byte(cmd), []byte(channel), payload)
 	var wg sync.WaitGroup
 	for i := range p.masters {
 		wg.Go(func() {
@@ -97,7 +95,9 @@ func (p *ConnPublisher) one(i int, msg []byte) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		c = &pubConn{c: conn, rd: &reader{br: bufio.NewReader(conn), max: 1 << 20}}
+		rd := resp.NewReader(conn, 4096)
+		rd.MaxBulk = 1 << 20
+		c = &pubConn{c: conn, rd: rd}
 		p.conns[i] = c
 		if fresh {
 			msg = append(append([]byte(nil), p.auth...), msg...)
@@ -108,18 +108,18 @@ func (p *ConnPublisher) one(i int, msg []byte) (int64, error) {
 		return 0, err
 	}
 	if fresh {
-		if r, err := c.rd.next(); err != nil || r.typ == '-' {
-			return 0, fmt.Errorf("AUTH: %v %s", err, r.str)
+		if r, err := c.rd.Next(); err != nil || r.Type == resp.Error {
+			return 0, fmt.Errorf("AUTH: %v %s", err, r.Str)
 		}
 	}
-	r, err := c.rd.next()
+	r, err := c.rd.Next()
 	if err != nil {
 		return 0, err
 	}
-	if r.typ != ':' {
-		return 0, fmt.Errorf("%s answered %q", p.masters[i], r.str)
+	if r.Type != resp.Integer {
+		return 0, fmt.Errorf("%s answered %s", p.masters[i], r)
 	}
-	return strconv.ParseInt(string(r.str), 10, 64)
+	return r.Int, nil
 }
 
 // Close closes the connections.

@@ -1,4 +1,4 @@
-package proxy
+package resp
 
 import (
 	"strconv"
@@ -6,34 +6,60 @@ import (
 	"sync/atomic"
 )
 
-// inputBudget bounds the memory that all client connections together hold
-// in their input: commands not yet complete, commands read ahead of their
-// turn, and (TLS clients) redcon's copy of the commands it parses. Each
+// Budget bounds the memory that all client connections together hold in
+// their input (client_query_buffer_total): commands not yet complete,
+// commands read ahead of their turn, and (Guard.Mirror) the copy that the
+// reader behind a Guard keeps of the commands it parses. Each
 // connection's limit (client_query_buffer_limit) times max_clients is far
 // more than a machine has: 100 connections each sending an unfinished 8 MiB
 // command grew lockproxy to 1 GB. Past the budget the connection holding
 // the most is closed, with an error that names the key, whether it is the
 // one asking for more or another: a small client is never refused while a
 // big one holds the memory.
-type inputBudget struct {
+type Budget struct {
 	limit   int64
 	used    atomic.Int64 // bytes charged by every guard
 	evicted atomic.Int64 // connections closed for the budget, for INFO
 
-	mu     sync.Mutex              // protects guards and each guard's released
-	guards map[*respGuard]struct{} // every guard that holds memory
+	mu     sync.Mutex          // protects guards and each guard's released
+	guards map[*Guard]struct{} // every guard that holds memory
 }
 
-func newInputBudget(limit int64) *inputBudget {
-	return &inputBudget{limit: limit, guards: map[*respGuard]struct{}{}}
+// NewBudget returns a budget of limit bytes.
+func NewBudget(limit int64) *Budget {
+	return &Budget{limit: limit, guards: map[*Guard]struct{}{}}
+}
+
+// Used is the memory all guards hold. A nil Budget holds nothing.
+func (b *Budget) Used() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.used.Load()
+}
+
+// Limit is the budget's size in bytes.
+func (b *Budget) Limit() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.limit
+}
+
+// Evicted is the number of connections closed for the budget.
+func (b *Budget) Evicted() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.evicted.Load()
 }
 
 // charge adds delta bytes (negative: released) to what g holds. It returns
 // false, charging nothing, when the budget is full and g holds the most
-// (its growth is refused: the caller fails its stream with g.budgetError).
+// (its growth is refused: the caller fails its stream with Error).
 // When another connection holds the most, that one is evicted: marked, and
 // interrupted so that it closes and releases its memory.
-func (b *inputBudget) charge(g *respGuard, delta int64) bool {
+func (b *Budget) charge(g *Guard, delta int64) bool {
 	if b == nil || delta == 0 {
 		return true
 	}
@@ -51,7 +77,7 @@ func (b *inputBudget) charge(g *respGuard, delta int64) bool {
 		// What connections being evicted still hold is about to be
 		// released: only the rest must fit.
 		var leaving int64
-		var victim *respGuard
+		var victim *Guard
 		for o := range b.guards {
 			if o.evicting.Load() {
 				leaving += o.held.Load()
@@ -70,15 +96,15 @@ func (b *inputBudget) charge(g *respGuard, delta int64) bool {
 		}
 		victim.evicting.Store(true)
 		b.evicted.Add(1)
-		if victim.interrupt != nil {
-			victim.interrupt() // does not block: a read deadline, or a post to the loop
+		if victim.Interrupt != nil {
+			victim.Interrupt() // does not block: a read deadline, or a post to the loop
 		}
 	}
 }
 
-// release gives back everything g holds: its connection is closed. Safe
+// Release gives back everything g holds: its connection is closed. Safe
 // from any goroutine, more than once.
-func (b *inputBudget) release(g *respGuard) {
+func (b *Budget) Release(g *Guard) {
 	if b == nil {
 		return
 	}
@@ -89,9 +115,10 @@ func (b *inputBudget) release(g *respGuard) {
 	b.used.Add(-g.held.Swap(0))
 }
 
-// budgetError is the reply of a connection closed for the budget.
-func (b *inputBudget) budgetError(held int64) *ProtocolError {
-	return &ProtocolError{budget: true, Msg: "closing the connection: the memory all clients hold in unfinished and read-ahead commands reached " +
+// Error is the reply of a connection closed for the budget, which holds
+// held bytes.
+func (b *Budget) Error(held int64) *ProtocolError {
+	return &ProtocolError{OverBudget: true, Msg: "closing the connection: the memory all clients hold in unfinished and read-ahead commands reached " +
 		strconv.FormatInt(b.limit, 10) + " bytes (client_query_buffer_total in config.toml), and this connection holds the most (" +
 		strconv.FormatInt(held, 10) + " bytes)"}
 }

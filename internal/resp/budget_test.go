@@ -1,4 +1,4 @@
-package proxy
+package resp
 
 import (
 	"strings"
@@ -9,16 +9,16 @@ import (
 // most goes: another one (interrupted, its memory counted as leaving), or
 // the one asking, whose growth is then refused.
 func TestInputBudgetEvictsTheBiggest(t *testing.T) {
-	b := newInputBudget(10000)
+	b := NewBudget(10000)
 	interrupted := map[string]int{}
-	guard := func(name string) *respGuard {
-		g := &respGuard{}
-		g.interrupt = func() { interrupted[name]++ }
+	guard := func(name string) *Guard {
+		g := &Guard{}
+		g.Interrupt = func() { interrupted[name]++ }
 		return g
 	}
 	big, mid, small, late := guard("big"), guard("mid"), guard("small"), guard("late")
 	for _, c := range []struct {
-		g *respGuard
+		g *Guard
 		n int64
 	}{{big, 6000}, {mid, 3000}} {
 		if !b.charge(c.g, c.n) {
@@ -32,7 +32,7 @@ func TestInputBudgetEvictsTheBiggest(t *testing.T) {
 	if !b.charge(late, 5000) || len(interrupted) != 1 {
 		t.Fatalf("memory of an evicted connection counted as staying: %v", interrupted)
 	}
-	b.release(big)
+	b.Release(big)
 	if got := b.used.Load(); got != 10000 {
 		t.Fatalf("used = %d after big's release, want 10000", got)
 	}
@@ -40,12 +40,12 @@ func TestInputBudgetEvictsTheBiggest(t *testing.T) {
 	if b.charge(late, 4000) || late.held.Load() != 5000 || b.used.Load() != 10000 || len(interrupted) != 1 {
 		t.Fatalf("the biggest asking for more: held %d, used %d, %v", late.held.Load(), b.used.Load(), interrupted)
 	}
-	if msg := b.budgetError(5000).Reply(); !strings.Contains(msg, "reached 10000 bytes (client_query_buffer_total in config.toml), and this connection holds the most (5000 bytes)") {
+	if msg := b.Error(5000).Reply(); !strings.Contains(msg, "reached 10000 bytes (client_query_buffer_total in config.toml), and this connection holds the most (5000 bytes)") {
 		t.Fatalf("reply %q", msg)
 	}
 	// Released guards give everything back and charge nothing more.
-	for _, g := range []*respGuard{mid, small, late} {
-		b.release(g)
+	for _, g := range []*Guard{mid, small, late} {
+		b.Release(g)
 	}
 	if b.used.Load() != 0 || b.charge(mid, 1) {
 		t.Fatalf("after every release: used %d, a closed guard charged", b.used.Load())
