@@ -177,9 +177,8 @@ func TestForceAcquireSwitch(t *testing.T) {
 		if err := cl.Do(ctx, "EVAL", fcqms, "1", "f", "forcer", "10000").Err(); err != nil {
 			t.Fatalf("fcqms allowed by default: %v", err)
 		}
-		if got := allowed.onMasters("f"); count(got, "forcer") != 3 {
-			t.Fatalf("after a forced acquisition the masters hold %q", got)
-		}
+		// A quorum answered; the third master may still be running it.
+		waitFor(t, func() bool { return count(allowed.onMasters("f"), "forcer") == 3 }, "the forced acquisition on every master")
 
 		denied := start(t, 3, withCustom, deny)
 		cl = denied.client()
