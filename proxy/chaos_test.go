@@ -27,10 +27,11 @@ type chaosRun struct {
 	masters, workers, keys int
 	injection
 	opts []clusterOpt
+	tls  bool // clients over TLS (the stream transport)
 }
 
 func runChaos(t *testing.T, cr chaosRun) (*resource, *chaosStats, []string) {
-	c := startCluster(t, cr.masters, cr.opts...)
+	c := startClusterWith(t, cr.masters, cr.tls, cr.opts...)
 	c.waitVoting(cr.masters)
 	cl := c.client(func(o *redis.Options) { o.PoolSize = cr.workers + 4 })
 	res := newResource()
@@ -61,11 +62,18 @@ func TestChaosMutualExclusion(t *testing.T) {
 	if chaosLong() {
 		cr.duration, cr.workers, cr.keys = 5*time.Minute, 32, 6
 	}
-	res, st, log := runChaos(t, cr)
-	reportChaos(t, res, st, log)
-	failOnViolations(t, res)
-	if st.acquired.Load() < 100 {
-		t.Fatalf("only %d holds checked: the run proves little", st.acquired.Load())
+	// Both transports: half the run's time each.
+	cr.duration /= 2
+	for _, useTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "loop", true: "tls"}[useTLS], func(t *testing.T) {
+			cr.tls = useTLS
+			res, st, log := runChaos(t, cr)
+			reportChaos(t, res, st, log)
+			failOnViolations(t, res)
+			if st.acquired.Load() < 50 {
+				t.Fatalf("only %d holds checked: the run proves little", st.acquired.Load())
+			}
+		})
 	}
 }
 

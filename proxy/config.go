@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -43,8 +44,8 @@ type Config struct {
 	// Default 8 MiB (Redis: client-query-buffer-limit, 1 GiB).
 	MaxQueryBuffer int
 	// MaxInputTotal bounds the memory all connections together hold in
-	// input buffers: unfinished commands, commands read ahead, and for
-	// TLS clients redcon's copy; past it the connection holding the most
+	// input buffers: unfinished commands and commands read ahead; past it
+	// the connection holding the most
 	// is closed with an error naming client_query_buffer_total. Default
 	// 128 MiB; at least 4 × MaxQueryBuffer, so that the longest command
 	// fits beside others.
@@ -73,6 +74,14 @@ type Config struct {
 	ConfigFile string
 	Version    string
 	Commit     string
+	// Loop runs the client connections; nil: the engine's, or, when the
+	// engine has none, one of the Server's own.
+	Loop *evloop.Loop
+	// StreamClients serves plain TCP clients like TLS ones, through a
+	// reader and a writer goroutine, instead of polling their sockets on
+	// the loop (tests of that transport; platforms without epoll do so
+	// anyway).
+	StreamClients bool
 	// Metrics receives counters (NewMetrics); nil: counted, not exposed.
 	Metrics *Metrics
 	Logger  *slog.Logger

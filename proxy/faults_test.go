@@ -79,66 +79,68 @@ func restartEmpty(t *testing.T, ms []*redisproc.Server) {
 // lock until the quarantine (max_ttl) ends, then the next client does. The
 // control without quarantine shows the test would see the double grant.
 func TestFaultMajorityRestartedEmptyWhileHeld(t *testing.T) {
-	const maxTTL = 2 * time.Second
-	for _, quarantine := range []bool{true, false} {
-		t.Run(fmt.Sprintf("quarantine=%v", quarantine), func(t *testing.T) {
-			opts := []clusterOpt{withQuarantine(maxTTL)}
-			if !quarantine {
-				opts = append(opts, func(_ *proxy.Config, qc *quorum.Config) { qc.Quarantine = false })
-			}
-			c := startCluster(t, 5, opts...)
-			c.waitVoting(5)
-			ctx := context.Background()
-			a, b := c.client(), c.client()
-			sent := time.Now()
-			if ok, err := a.SetNX(ctx, "held", "A", maxTTL).Result(); err != nil || !ok {
-				t.Fatalf("A's acquire: %v %v", ok, err)
-			}
-			validUntil := sent.Add(maxTTL - quorum.Drift(maxTTL, 0.01))
-			waitFor(t, func() bool { return count(c.onMasters("held"), "A") == 5 }, "A's lock on every master")
+	transports(t, func(t *testing.T, start func(testing.TB, int, ...clusterOpt) *cluster) {
+		const maxTTL = 2 * time.Second
+		for _, quarantine := range []bool{true, false} {
+			t.Run(fmt.Sprintf("quarantine=%v", quarantine), func(t *testing.T) {
+				opts := []clusterOpt{withQuarantine(maxTTL)}
+				if !quarantine {
+					opts = append(opts, func(_ *proxy.Config, qc *quorum.Config) { qc.Quarantine = false })
+				}
+				c := start(t, 5, opts...)
+				c.waitVoting(5)
+				ctx := context.Background()
+				a, b := c.client(), c.client()
+				sent := time.Now()
+				if ok, err := a.SetNX(ctx, "held", "A", maxTTL).Result(); err != nil || !ok {
+					t.Fatalf("A's acquire: %v %v", ok, err)
+				}
+				validUntil := sent.Add(maxTTL - quorum.Drift(maxTTL, 0.01))
+				waitFor(t, func() bool { return count(c.onMasters("held"), "A") == 5 }, "A's lock on every master")
 
-			// The quarantine of each master starts when it came back,
-			// which is after this and before restartEmpty returns: from
-			// here, max_ttl is the least it may last.
-			restarted := time.Now()
-			restartEmpty(t, c.masters[:3])
-			c.waitUp(5)
-			var granted time.Time
-			noquorum := 0
-			for granted.IsZero() && time.Since(restarted) < maxTTL+3*time.Second {
-				ok, err := b.SetNX(ctx, "held", "B", maxTTL).Result()
-				switch {
-				case err != nil && strings.HasPrefix(err.Error(), "NOQUORUM"):
-					noquorum++
-					if quarantine && !strings.Contains(err.Error(), "quarantined until") && !strings.Contains(err.Error(), "not checked yet") {
-						t.Fatalf("NOQUORUM does not say the masters are quarantined: %v", err)
+				// The quarantine of each master starts when it came back,
+				// which is after this and before restartEmpty returns: from
+				// here, max_ttl is the least it may last.
+				restarted := time.Now()
+				restartEmpty(t, c.masters[:3])
+				c.waitUp(5)
+				var granted time.Time
+				noquorum := 0
+				for granted.IsZero() && time.Since(restarted) < maxTTL+3*time.Second {
+					ok, err := b.SetNX(ctx, "held", "B", maxTTL).Result()
+					switch {
+					case err != nil && strings.HasPrefix(err.Error(), "NOQUORUM"):
+						noquorum++
+						if quarantine && !strings.Contains(err.Error(), "quarantined until") && !strings.Contains(err.Error(), "not checked yet") {
+							t.Fatalf("NOQUORUM does not say the masters are quarantined: %v", err)
+						}
+					case err != nil:
+						t.Fatalf("B: %v", err)
+					case ok:
+						granted = time.Now()
 					}
-				case err != nil:
-					t.Fatalf("B: %v", err)
-				case ok:
-					granted = time.Now()
+					time.Sleep(10 * time.Millisecond)
 				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			if granted.IsZero() {
-				t.Fatalf("B never got the lock after the quarantine (%d NOQUORUM)", noquorum)
-			}
-			t.Logf("B granted %v after the restart (A valid until %v after it); %d NOQUORUM replies before",
-				granted.Sub(restarted).Round(time.Millisecond), validUntil.Sub(restarted).Round(time.Millisecond), noquorum)
-			if !quarantine {
-				if !granted.Before(validUntil) {
-					t.Fatalf("control: without quarantine B should be granted while A still holds; test too slow to tell")
+				if granted.IsZero() {
+					t.Fatalf("B never got the lock after the quarantine (%d NOQUORUM)", noquorum)
 				}
-				return
-			}
-			if granted.Before(validUntil) {
-				t.Fatalf("B granted %v before A's validity ended: two holders", validUntil.Sub(granted))
-			}
-			if granted.Sub(restarted) < maxTTL-50*time.Millisecond {
-				t.Fatalf("B granted %v after the restart, before max_ttl (%v)", granted.Sub(restarted), maxTTL)
-			}
-		})
-	}
+				t.Logf("B granted %v after the restart (A valid until %v after it); %d NOQUORUM replies before",
+					granted.Sub(restarted).Round(time.Millisecond), validUntil.Sub(restarted).Round(time.Millisecond), noquorum)
+				if !quarantine {
+					if !granted.Before(validUntil) {
+						t.Fatalf("control: without quarantine B should be granted while A still holds; test too slow to tell")
+					}
+					return
+				}
+				if granted.Before(validUntil) {
+					t.Fatalf("B granted %v before A's validity ended: two holders", validUntil.Sub(granted))
+				}
+				if granted.Sub(restarted) < maxTTL-50*time.Millisecond {
+					t.Fatalf("B granted %v after the restart, before max_ttl (%v)", granted.Sub(restarted), maxTTL)
+				}
+			})
+		}
+	})
 }
 
 // acquireLatencies runs n acquisitions of distinct keys from workers
@@ -180,179 +182,185 @@ func pct(lat []time.Duration, p float64) time.Duration {
 // decide) nor makes anything queue without bound, and it votes again as
 // soon as it continues, without a reconnection.
 func TestFaultPausedMasterDoesNotSlowAcquire(t *testing.T) {
-	// node_timeout is longer than the default so that a machine loaded by
-	// other tests does not turn slow healthy masters into errors; a
-	// decision that waited for the paused master would still take it.
-	const nodeTimeout = 200 * time.Millisecond
-	const queueLimit = 256
-	c := startCluster(t, 5, withQuarantine(10*time.Second), func(_ *proxy.Config, qc *quorum.Config) {
-		qc.QueueLimit, qc.NodeTimeout = queueLimit, nodeTimeout
+	transports(t, func(t *testing.T, start func(testing.TB, int, ...clusterOpt) *cluster) {
+		// node_timeout is longer than the default so that a machine loaded by
+		// other tests does not turn slow healthy masters into errors; a
+		// decision that waited for the paused master would still take it.
+		const nodeTimeout = 200 * time.Millisecond
+		const queueLimit = 256
+		c := start(t, 5, withQuarantine(10*time.Second), func(_ *proxy.Config, qc *quorum.Config) {
+			qc.QueueLimit, qc.NodeTimeout = queueLimit, nodeTimeout
+		})
+		c.waitVoting(5)
+		cl := c.client(func(o *redis.Options) { o.PoolSize = 16 })
+		base := acquireLatencies(t, cl, "warm", "t", 8, 200)
+
+		if err := c.masters[0].Pause(); err != nil {
+			t.Fatal(err)
+		}
+		// 8 KiB tokens: 16 MB for the paused master, more than its socket
+		// buffers hold, so its writer blocks and its queue reaches the limit.
+		lat := acquireLatencies(t, cl, "paused", strings.Repeat("t", 8<<10), 8, 2000)
+		m0 := c.engine.Masters()[0]
+		t.Logf("acquire latency, all up: p50 %v p99 %v; master 0 paused: p50 %v p99 %v max %v over %d; master 0 queued %d inflight %d",
+			pct(base, .5), pct(base, .99), pct(lat, .5), pct(lat, .99), pct(lat, 1), len(lat), m0.Queued, m0.Inflight)
+		// p99, not the maximum: on a machine loaded by other tests one
+		// acquisition may stall. Decisions that waited for the paused master
+		// would all take node_timeout.
+		if p := pct(lat, .99); p >= nodeTimeout {
+			t.Errorf("p99 acquisition with a paused master took %v: it waited for the paused master (node_timeout %v)", p, nodeTimeout)
+		}
+		if m0.Queued > queueLimit || m0.Queued+m0.Inflight >= 2000 {
+			t.Errorf("master 0 holds %d queued (limit %d) and %d in flight: the queue limit did not bite", m0.Queued, queueLimit, m0.Inflight)
+		}
+		info, err := cl.Info(context.Background(), "quorum").Result()
+		if err != nil || !strings.Contains(info, "master0:addr="+c.masters[0].Addr+",state=up") {
+			t.Errorf("INFO quorum while master 0 is paused (still connected): %v\n%s", err, info)
+		}
+
+		if err := c.masters[0].Resume(); err != nil {
+			t.Fatal(err)
+		}
+		// Used again without a reconnection: its backlog drains and new locks
+		// land on it.
+		waitFor(t, func() bool { m := c.engine.Masters()[0]; return m.Queued+m.Inflight == 0 }, "master 0's backlog drained")
+		if ok, err := cl.SetNX(context.Background(), "after-resume", "t", 10*time.Second).Result(); err != nil || !ok {
+			t.Fatalf("acquire after resume: %v %v", ok, err)
+		}
+		waitFor(t, func() bool { return c.onMasters("after-resume")[0] == "t" }, "the resumed master votes again")
+		if c.voting() != 5 {
+			t.Fatalf("after resume %d masters vote, want 5 (no reconnection, no quarantine): %+v", c.voting(), c.engine.Masters())
+		}
 	})
-	c.waitVoting(5)
-	cl := c.client(func(o *redis.Options) { o.PoolSize = 16 })
-	base := acquireLatencies(t, cl, "warm", "t", 8, 200)
-
-	if err := c.masters[0].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	// 8 KiB tokens: 16 MB for the paused master, more than its socket
-	// buffers hold, so its writer blocks and its queue reaches the limit.
-	lat := acquireLatencies(t, cl, "paused", strings.Repeat("t", 8<<10), 8, 2000)
-	m0 := c.engine.Masters()[0]
-	t.Logf("acquire latency, all up: p50 %v p99 %v; master 0 paused: p50 %v p99 %v max %v over %d; master 0 queued %d inflight %d",
-		pct(base, .5), pct(base, .99), pct(lat, .5), pct(lat, .99), pct(lat, 1), len(lat), m0.Queued, m0.Inflight)
-	// p99, not the maximum: on a machine loaded by other tests one
-	// acquisition may stall. Decisions that waited for the paused master
-	// would all take node_timeout.
-	if p := pct(lat, .99); p >= nodeTimeout {
-		t.Errorf("p99 acquisition with a paused master took %v: it waited for the paused master (node_timeout %v)", p, nodeTimeout)
-	}
-	if m0.Queued > queueLimit || m0.Queued+m0.Inflight >= 2000 {
-		t.Errorf("master 0 holds %d queued (limit %d) and %d in flight: the queue limit did not bite", m0.Queued, queueLimit, m0.Inflight)
-	}
-	info, err := cl.Info(context.Background(), "quorum").Result()
-	if err != nil || !strings.Contains(info, "master0:addr="+c.masters[0].Addr+",state=up") {
-		t.Errorf("INFO quorum while master 0 is paused (still connected): %v\n%s", err, info)
-	}
-
-	if err := c.masters[0].Resume(); err != nil {
-		t.Fatal(err)
-	}
-	// Used again without a reconnection: its backlog drains and new locks
-	// land on it.
-	waitFor(t, func() bool { m := c.engine.Masters()[0]; return m.Queued+m.Inflight == 0 }, "master 0's backlog drained")
-	if ok, err := cl.SetNX(context.Background(), "after-resume", "t", 10*time.Second).Result(); err != nil || !ok {
-		t.Fatalf("acquire after resume: %v %v", ok, err)
-	}
-	waitFor(t, func() bool { return c.onMasters("after-resume")[0] == "t" }, "the resumed master votes again")
-	if c.voting() != 5 {
-		t.Fatalf("after resume %d masters vote, want 5 (no reconnection, no quarantine): %+v", c.voting(), c.engine.Masters())
-	}
 }
 
 // (3) Three of five paused: NOQUORUM within node_timeout plus a margin,
 // never "not acquired"; service resumes when they continue.
 func TestFaultMajorityPausedNoQuorumThenResume(t *testing.T) {
-	const nodeTimeout = 50 * time.Millisecond
-	c := startCluster(t, 5, withQuarantine(10*time.Second), func(_ *proxy.Config, qc *quorum.Config) {
-		qc.NodeTimeout = nodeTimeout // the harness's is 250ms
-	})
-	c.waitVoting(5)
-	ctx := context.Background()
-	cl := c.client()
-	for _, m := range c.masters[:3] {
-		if err := m.Pause(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Up to three rounds: a machine loaded by other tests can slow one
-	// round down; lockproxy waiting longer than node_timeout would fail
-	// every round.
-	for round := 1; ; round++ {
-		var took []time.Duration
-		for i := 0; i < 10; i++ {
-			start := time.Now()
-			_, err := cl.SetNX(ctx, fmt.Sprintf("p3:%d", i), "t", 5*time.Second).Result()
-			took = append(took, time.Since(start))
-			if err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM 2 of 5 masters answered, 3 needed") {
-				t.Fatalf("acquire with 3 of 5 paused: %v; want NOQUORUM", err)
+	transports(t, func(t *testing.T, start func(testing.TB, int, ...clusterOpt) *cluster) {
+		const nodeTimeout = 50 * time.Millisecond
+		c := start(t, 5, withQuarantine(10*time.Second), func(_ *proxy.Config, qc *quorum.Config) {
+			qc.NodeTimeout = nodeTimeout // the harness's is 250ms
+		})
+		c.waitVoting(5)
+		ctx := context.Background()
+		cl := c.client()
+		for _, m := range c.masters[:3] {
+			if err := m.Pause(); err != nil {
+				t.Fatal(err)
 			}
 		}
-		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
-		t.Logf("NOQUORUM with 3 of 5 paused, round %d: median %v, slowest %v of 10", round, pct(took, .5), pct(took, 1))
-		if pct(took, .5) <= nodeTimeout+30*time.Millisecond && pct(took, 1) <= nodeTimeout+250*time.Millisecond {
-			break
-		}
-		if round == 3 {
-			t.Fatalf("NOQUORUM took median %v, slowest %v; want node_timeout (%v) plus a margin", pct(took, .5), pct(took, 1), nodeTimeout)
-		}
-	}
-	if _, err := cl.Get(ctx, "p3:0").Result(); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
-		t.Fatalf("GET with 3 of 5 paused: %v; want NOQUORUM", err)
-	}
-	// 32 clients on one key: they queue behind each other in the proxy,
-	// but do not each wait node_timeout in turn.
-	hot := c.client(func(o *redis.Options) { o.PoolSize = 32 })
-	var hotWorst atomic.Int64
-	var wg sync.WaitGroup
-	for i := 0; i < 32; i++ {
-		wg.Go(func() {
-			start := time.Now()
-			_, err := hot.SetNX(ctx, "p3:hot", "t", 5*time.Second).Result()
-			if err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
-				t.Errorf("hot key with 3 of 5 paused: %v; want NOQUORUM", err)
-			}
-			d := int64(time.Since(start))
-			for {
-				old := hotWorst.Load()
-				if d <= old || hotWorst.CompareAndSwap(old, d) {
-					break
+		// Up to three rounds: a machine loaded by other tests can slow one
+		// round down; lockproxy waiting longer than node_timeout would fail
+		// every round.
+		for round := 1; ; round++ {
+			var took []time.Duration
+			for i := 0; i < 10; i++ {
+				start := time.Now()
+				_, err := cl.SetNX(ctx, fmt.Sprintf("p3:%d", i), "t", 5*time.Second).Result()
+				took = append(took, time.Since(start))
+				if err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM 2 of 5 masters answered, 3 needed") {
+					t.Fatalf("acquire with 3 of 5 paused: %v; want NOQUORUM", err)
 				}
 			}
-		})
-	}
-	wg.Wait()
-	t.Logf("32 clients on one key with 3 of 5 paused: slowest NOQUORUM in %v", time.Duration(hotWorst.Load()))
-	if d := time.Duration(hotWorst.Load()); d > 3*nodeTimeout+250*time.Millisecond {
-		t.Fatalf("hot key: slowest NOQUORUM after %v: queued clients waited node_timeout in turn", d)
-	}
-	for _, m := range c.masters[:3] {
-		if err := m.Resume(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	resumed := time.Now()
-	var ok bool
-	for !ok {
-		if time.Since(resumed) > 5*time.Second {
-			t.Fatal("no lock granted within 5s of the masters continuing")
-		}
-		var err error
-		ok, err = cl.SetNX(ctx, "p3:after", "t", 5*time.Second).Result()
-		if err != nil && !strings.HasPrefix(err.Error(), "NOQUORUM") {
-			t.Fatal(err)
-		}
-	}
-	t.Logf("service back %v after SIGCONT", time.Since(resumed).Round(time.Millisecond))
-	// The refused attempts were undone on the masters that applied them
-	// late, behind the attempts on the same ordered connection.
-	waitFor(t, func() bool {
-		for i := 0; i < 10; i++ {
-			if count(c.onMasters(fmt.Sprintf("p3:%d", i)), "t") != 0 {
-				return false
+			sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+			t.Logf("NOQUORUM with 3 of 5 paused, round %d: median %v, slowest %v of 10", round, pct(took, .5), pct(took, 1))
+			if pct(took, .5) <= nodeTimeout+30*time.Millisecond && pct(took, 1) <= nodeTimeout+250*time.Millisecond {
+				break
+			}
+			if round == 3 {
+				t.Fatalf("NOQUORUM took median %v, slowest %v; want node_timeout (%v) plus a margin", pct(took, .5), pct(took, 1), nodeTimeout)
 			}
 		}
-		return true
-	}, "refused attempts undone everywhere")
+		if _, err := cl.Get(ctx, "p3:0").Result(); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
+			t.Fatalf("GET with 3 of 5 paused: %v; want NOQUORUM", err)
+		}
+		// 32 clients on one key: they queue behind each other in the proxy,
+		// but do not each wait node_timeout in turn.
+		hot := c.client(func(o *redis.Options) { o.PoolSize = 32 })
+		var hotWorst atomic.Int64
+		var wg sync.WaitGroup
+		for i := 0; i < 32; i++ {
+			wg.Go(func() {
+				start := time.Now()
+				_, err := hot.SetNX(ctx, "p3:hot", "t", 5*time.Second).Result()
+				if err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
+					t.Errorf("hot key with 3 of 5 paused: %v; want NOQUORUM", err)
+				}
+				d := int64(time.Since(start))
+				for {
+					old := hotWorst.Load()
+					if d <= old || hotWorst.CompareAndSwap(old, d) {
+						break
+					}
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("32 clients on one key with 3 of 5 paused: slowest NOQUORUM in %v", time.Duration(hotWorst.Load()))
+		if d := time.Duration(hotWorst.Load()); d > 3*nodeTimeout+250*time.Millisecond {
+			t.Fatalf("hot key: slowest NOQUORUM after %v: queued clients waited node_timeout in turn", d)
+		}
+		for _, m := range c.masters[:3] {
+			if err := m.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resumed := time.Now()
+		var ok bool
+		for !ok {
+			if time.Since(resumed) > 5*time.Second {
+				t.Fatal("no lock granted within 5s of the masters continuing")
+			}
+			var err error
+			ok, err = cl.SetNX(ctx, "p3:after", "t", 5*time.Second).Result()
+			if err != nil && !strings.HasPrefix(err.Error(), "NOQUORUM") {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("service back %v after SIGCONT", time.Since(resumed).Round(time.Millisecond))
+		// The refused attempts were undone on the masters that applied them
+		// late, behind the attempts on the same ordered connection.
+		waitFor(t, func() bool {
+			for i := 0; i < 10; i++ {
+				if count(c.onMasters(fmt.Sprintf("p3:%d", i)), "t") != 0 {
+					return false
+				}
+			}
+			return true
+		}, "refused attempts undone everywhere")
+	})
 }
 
 // A dead master is redialled with back-off and its state is visible in
 // INFO; with the quarantine on it is quarantined when it comes back empty.
 func TestFaultDeadMasterVisibleAndRedialled(t *testing.T) {
-	c := startCluster(t, 3, withQuarantine(10*time.Second))
-	c.waitVoting(3)
-	ctx := context.Background()
-	cl := c.client()
-	c.masters[1].Kill()
-	waitFor(t, func() bool {
+	transports(t, func(t *testing.T, start func(testing.TB, int, ...clusterOpt) *cluster) {
+		c := start(t, 3, withQuarantine(10*time.Second))
+		c.waitVoting(3)
+		ctx := context.Background()
+		cl := c.client()
+		c.masters[1].Kill()
+		waitFor(t, func() bool {
+			info, _ := cl.Info(ctx, "quorum").Result()
+			return strings.Contains(info, "master1:addr="+c.masters[1].Addr+",state=down")
+		}, "INFO quorum shows master 1 down")
+		if ok, err := cl.SetNX(ctx, "d", "t", time.Second).Result(); err != nil || !ok {
+			t.Fatalf("2 of 3 up: %v %v", ok, err)
+		}
+		if err := c.masters[1].Restart(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool {
+			info, _ := cl.Info(ctx, "quorum").Result()
+			return strings.Contains(info, "master1:addr="+c.masters[1].Addr+",state=quarantined,") &&
+				strings.Contains(info, ",quarantined_until=20")
+		}, "INFO quorum shows master 1 back and quarantined")
 		info, _ := cl.Info(ctx, "quorum").Result()
-		return strings.Contains(info, "master1:addr="+c.masters[1].Addr+",state=down")
-	}, "INFO quorum shows master 1 down")
-	if ok, err := cl.SetNX(ctx, "d", "t", time.Second).Result(); err != nil || !ok {
-		t.Fatalf("2 of 3 up: %v %v", ok, err)
-	}
-	if err := c.masters[1].Restart(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool {
-		info, _ := cl.Info(ctx, "quorum").Result()
-		return strings.Contains(info, "master1:addr="+c.masters[1].Addr+",state=quarantined,") &&
-			strings.Contains(info, ",quarantined_until=20")
-	}, "INFO quorum shows master 1 back and quarantined")
-	info, _ := cl.Info(ctx, "quorum").Result()
-	if !strings.Contains(info, "masters_quarantined:1") {
-		t.Fatalf("INFO quorum:\n%s", info)
-	}
+		if !strings.Contains(info, "masters_quarantined:1") {
+			t.Fatalf("INFO quorum:\n%s", info)
+		}
+	})
 }
 
 // syncBuffer is a strings.Builder safe for a writer and a reader.

@@ -210,6 +210,14 @@ func (c *cluster) dial() net.Conn {
 	return conn
 }
 
+// tcpOf is the TCP connection under conn (plain or TLS).
+func tcpOf(conn net.Conn) *net.TCPConn {
+	if tc, ok := conn.(*tls.Conn); ok {
+		return tc.NetConn().(*net.TCPConn)
+	}
+	return conn.(*net.TCPConn)
+}
+
 // exchange writes in on a fresh connection and reads until the server
 // closes it or wait passes; closed reports which.
 func (c *cluster) exchange(in string, wait time.Duration) (out string, closed bool) {

@@ -1,15 +1,13 @@
 package proxy
 
 import (
-	"errors"
-	"net"
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
 )
 
-// Idle and handshake timeouts (Config.IdleTimeout, HandshakeTimeout), on
-// both transports. A connection is idle while it neither sends a byte nor
+// Idle and handshake timeouts (Config.IdleTimeout, HandshakeTimeout), for
+// every connection, by a sweep on the event loop. A connection is idle while it neither sends a byte nor
 // gets a reply; one whose pipeline waits for the masters, or whose replies
 // wait for it to read (WriteTimeout governs those), is not. A connection
 // is past its handshake once it has authenticated (requirepass set) and
@@ -19,65 +17,8 @@ import (
 // without a reply, as Redis's timeout does; pooled clients (go-redis,
 // redis-py, ioredis) notice and dial again.
 
-// errIdle ends a redcon connection's stream at a timeout.
-var errIdle = errors.New("client connection timed out")
-
 // handshaken reports whether c is past its handshake.
 func (c *client) handshaken() bool { return c.authed && c.greeted }
-
-// readLimit is when a redcon connection times out if it reads nothing
-// more; zero for never.
-func (c *clientConn) readLimit() time.Time {
-	var limit time.Time
-	cfg := &c.s.cfg
-	if cfg.IdleTimeout > 0 {
-		limit = c.last.Add(cfg.IdleTimeout)
-	}
-	if cfg.HandshakeTimeout > 0 && c.c != nil && !c.c.handshaken() {
-		if h := c.c.since.Add(cfg.HandshakeTimeout); limit.IsZero() || h.Before(limit) {
-			limit = h
-		}
-	}
-	return limit
-}
-
-// readConn is what the guard reads from: the connection, with a read
-// deadline at readLimit. The deadline is moved only when it is too early
-// by more than a quarter of the idle timeout (it costs a timer update on
-// every read otherwise); a deadline that fires early is moved and the read
-// goes on. The budget's eviction sets a deadline in the past from another
-// goroutine: evicting is checked after every move of ours and on every
-// timeout.
-func (c *clientConn) readConn(p []byte) (int, error) {
-	for {
-		limit := c.readLimit()
-		if !limit.Equal(c.deadline) && (limit.IsZero() || c.deadline.IsZero() || limit.Before(c.deadline) || limit.Sub(c.deadline) > c.s.cfg.IdleTimeout/4) {
-			c.Conn.SetReadDeadline(limit)
-			c.deadline = limit
-			if c.g.Evicting() {
-				return 0, errIdle // the guard reports the eviction
-			}
-		}
-		n, err := c.Conn.Read(p)
-		if n > 0 {
-			c.last = time.Now()
-		}
-		var ne net.Error
-		if err == nil || !errors.As(err, &ne) || !ne.Timeout() || c.g.Evicting() {
-			return n, err
-		}
-		if l := c.readLimit(); !l.IsZero() && time.Now().Before(l) {
-			c.Conn.SetReadDeadline(l) // fired early: the connection was active since
-			c.deadline = l
-			if n > 0 {
-				return n, nil
-			}
-			continue
-		}
-		c.s.timedOut(c.c, c.RemoteAddr().String())
-		return n, errIdle
-	}
-}
 
 // timedOut counts and logs a connection closed by a timeout.
 func (s *Server) timedOut(c *client, addr string) {

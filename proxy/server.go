@@ -1,7 +1,7 @@
-// Package proxy is lockproxy's RESP front end: it accepts Redis clients
-// (redcon), answers the connection handshake itself, parses lock commands
-// into quorum requests, and writes replies in the order the client sent its
-// commands, RESP2 or RESP3.
+// Package proxy is lockproxy's RESP front end: it serves Redis clients on
+// an event loop (plain TCP and TLS alike), answers the connection handshake
+// itself, parses each lock command into one quorum operation, and writes
+// the replies in the order the client sent its commands, RESP2 or RESP3.
 package proxy
 
 import (
@@ -9,14 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
-	"github.com/tidwall/redcon"
 )
 
 // Server is the RESP front end.
@@ -32,13 +31,15 @@ type Server struct {
 	clients atomic.Int64 // connected clients
 	nextID  atomic.Int64
 
-	mu      sync.Mutex       // protects the fields below
-	srvs    []*redcon.Server // one per listener (plain, TLS)
-	conns   map[*clientConn]struct{}
+	// loop runs every client connection (Config.Loop, else the engine's,
+	// else the Server's own: ownLoop).
+	loop    *evloop.Loop
+	ownLoop bool
+
+	mu      sync.Mutex // protects the fields below
 	closing bool
-	active  int           // handlers running a pipeline
+	active  int           // connections running a pipeline
 	idle    chan struct{} // closed when closing and active == 0
-	release chan struct{} // closed when Shutdown lets redcon close the idle connections
 
 	// writeBy, once shutting down, is the latest write deadline of any
 	// client (unix ns): a client that does not read cannot hold the
@@ -51,7 +52,7 @@ type Server struct {
 	idleClosed, handshakeClosed atomic.Int64 // connections closed by IdleTimeout, HandshakeTimeout
 	budget                      *resp.Budget // client_query_buffer_total
 
-	frontState // plain TCP clients on the event loop (loopfront.go)
+	frontState // the clients on the event loop (front.go)
 }
 
 // shutdownWriteGrace bounds writing the last replies at shutdown.
@@ -66,39 +67,32 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	drift := cfg.Engine.Config().DriftFactor
-	return &Server{
+	s := &Server{
 		cfg: cfg, scripts: newScriptTable(cfg.Catalog, cfg.LearnedScripts), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
 		understood: newUnderstander(cfg.Engine.Config().MaxTTL, cfg.Engine.Config().DriftFactor),
 		drift:      drift, minTTL: minTTLFor(drift),
-		conns: map[*clientConn]struct{}{}, idle: make(chan struct{}), release: make(chan struct{}),
+		idle:   make(chan struct{}),
 		budget: resp.NewBudget(cfg.MaxInputTotal),
-	}, nil
+	}
+	if s.loop = cfg.Loop; s.loop == nil {
+		s.loop = cfg.Engine.Loop()
+	}
+	if s.loop == nil {
+		l, err := evloop.New(cfg.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: starting the event loop: %w", err)
+		}
+		s.loop, s.ownLoop = l, true
+	}
+	return s, nil
 }
 
-// Serve accepts clients on ln until Shutdown. It returns nil after
-// Shutdown. It may run on several listeners at once (plain and TLS: pass
-// a tls.NewListener). Clients of a plain TCP listener are served on the
-// engine's event loop when it has one (loopclient.go), others by redcon
-// with a goroutine each.
-func (s *Server) Serve(ln net.Listener) error {
-	if tl, ok := ln.(*net.TCPListener); ok && s.cfg.Engine.Loop() != nil {
-		return s.serveLoop(tl)
-	}
-	srv := redcon.NewServerNetwork("tcp", ln.Addr().String(), s.handle, s.accept, s.closed)
-	srv.AcceptError = func(err error) {
-		s.cfg.Logger.Warn("accept failed; retrying", "err", err)
-		time.Sleep(5 * time.Millisecond) // back off on e.g. EMFILE
-	}
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		ln.Close()
-		return nil
-	}
-	s.srvs = append(s.srvs, srv)
-	s.mu.Unlock()
-	return srv.Serve(&listener{Listener: ln, s: s})
-}
+// Serve accepts clients on ln until Shutdown, and returns nil after
+// Shutdown. It may run on several listeners at once (plain and TLS: pass a
+// tls.NewListener). Every client is served on the event loop: a plain TCP
+// socket polled by the loop itself, others (TLS) through a reader and a
+// writer goroutine (transport.go).
+func (s *Server) Serve(ln net.Listener) error { return s.serveOn(ln) }
 
 // Shutdown stops accepting clients and lets every running pipeline finish:
 // its decisions made, its replies written (within shutdownWriteGrace) and
@@ -110,21 +104,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	first := !s.closing
 	s.closing = true
-	srvs := s.srvs
 	if first {
 		s.understood.close()
 		s.writeBy.Store(time.Now().Add(shutdownWriteGrace).UnixNano())
-		for c := range s.conns {
-			c.capWriteDeadline()
-		}
 		if s.active == 0 {
 			close(s.idle)
 		}
 	}
 	s.mu.Unlock()
-	for _, srv := range srvs {
-		srv.Close() // stops accepting; redcon closes its connections once released
-	}
 	var err error
 	if lerr := s.stopLoopClients(ctx.Done()); lerr != nil {
 		err = fmt.Errorf("shutdown: %v: %w", lerr, ctx.Err())
@@ -134,16 +121,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("shutdown: client pipelines still running: %w", ctx.Err())
 	}
-	s.mu.Lock()
-	if first {
-		close(s.release)
-	}
-	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	if err := s.cfg.Engine.Drain(ctx); err != nil {
 		return &DrainError{Err: err}
+	}
+	if s.ownLoop && first {
+		s.loop.Close()
 	}
 	return nil
 }
@@ -215,20 +200,6 @@ type client struct {
 	deferred bool
 }
 
-func (s *Server) accept(conn redcon.Conn) bool {
-	if msg := s.admit(); msg != "" {
-		conn.WriteError(msg)
-		return false
-	}
-	c := s.newClient(conn.RemoteAddr(), quorum.NewWaiter())
-	if cc, ok := conn.NetConn().(*clientConn); ok {
-		// Read by the connection's goroutine, started after this.
-		cc.g.Authed, cc.c = &c.authed, c
-	}
-	conn.SetContext(c)
-	return true
-}
-
 // admit counts a new connection in, or returns the error it gets (max
 // clients, shutting down) and counts it out.
 func (s *Server) admit() (reject string) {
@@ -263,66 +234,4 @@ func (s *Server) newClient(addr string, w *quorum.Waiter) *client {
 		since:  time.Now(),
 		w:      w,
 	}
-}
-
-func (s *Server) closed(conn redcon.Conn, err error) {
-	if conn.Context() != nil {
-		s.gone()
-	}
-}
-
-// handle runs a client's whole pipeline: every command already read is
-// parsed and submitted before any is waited for, so a pipelined client's
-// commands travel to the masters together; replies are written in order and
-// flushed once (by redcon, when handle returns).
-func (s *Server) handle(conn redcon.Conn, first redcon.Command) {
-	c, _ := conn.Context().(*client)
-	if c == nil {
-		return
-	}
-	if !s.enter() {
-		// Shutting down: nothing more reaches a master. One error per
-		// command, so that a pipelining client sees every reply.
-		conn.WriteError("ERR lockproxy is shutting down")
-		for range conn.ReadPipeline() {
-			conn.WriteError("ERR lockproxy is shutting down")
-		}
-		conn.Close()
-		return
-	}
-	closeAfter := false
-	defer func() {
-		if s.leave() || closeAfter {
-			conn.Close() // flushes the replies first
-		}
-	}()
-	defer func() {
-		if p := recover(); p != nil {
-			s.cfg.Logger.Error("panic serving a client; its connection is closed, others are unaffected",
-				"client", c.addr, "panic", p, "stack", string(debug.Stack()))
-			conn.WriteError("ERR internal error in lockproxy; the connection is closed")
-			conn.Close()
-		}
-	}()
-	c.slots = c.slots[:0]
-	c.localBuf = c.localBuf[:0]
-	s.command(c, first.Args)
-	for _, cmd := range conn.ReadPipeline() {
-		if c.quit {
-			break
-		}
-		s.command(c, cmd.Args)
-	}
-	s.cfg.Engine.Wait(c.w)
-	out := c.out[:0]
-	for i := range c.slots {
-		out = s.render(out, c, &c.slots[i])
-	}
-	conn.WriteRaw(out)
-	c.out = out[:0]
-	if cap(c.out) > 1<<20 || cap(c.localBuf) > 1<<20 {
-		c.out, c.localBuf = nil, nil // don't keep a burst's buffers
-	}
-	c.releaseSlots()
-	closeAfter = c.quit
 }

@@ -7,9 +7,8 @@ import (
 )
 
 // Budget bounds the memory that all client connections together hold in
-// their input (client_query_buffer_total): commands not yet complete,
-// commands read ahead of their turn, and (Guard.Mirror) the copy that the
-// reader behind a Guard keeps of the commands it parses. Each
+// their input (client_query_buffer_total): commands not yet complete and
+// commands read ahead of their turn. Each
 // connection's limit (client_query_buffer_limit) times max_clients is far
 // more than a machine has: 100 connections each sending an unfinished 8 MiB
 // command grew lockproxy to 1 GB. Past the budget the connection holding

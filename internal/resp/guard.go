@@ -49,25 +49,19 @@ type Guard struct {
 
 	// Authed, when set, is the connection's authentication state. Until
 	// it is true, the pre-auth limits apply, and each command is validated
-	// only once the one before it was handed out (and so handled: redcon
-	// reads again only after running what it has, the loop runs what it
-	// takes at once), under the state that one left: AUTH followed by a
-	// long command in one write is served.
+	// only once the one before it was handed out (and so handled: the
+	// connection runs what it takes at once), under the state that one
+	// left: AUTH followed by a long command in one write is served.
 	Authed *bool
 
 	// Budget bounds the memory of all connections' input; nil: unbounded
-	// (tests of the guard alone). Mirror: the reader behind the Guard
-	// keeps its own copy of what was handed out (redcon's, on TLS
-	// connections), charged as twice the largest command (its buffer
-	// doubles) in mirrored.
+	// (tests of the guard alone).
 	Budget *Budget
-	Mirror bool
 	// Interrupt wakes the connection's owner once the Budget chose to
 	// evict it (Evicting); called from another connection's goroutine, it
 	// must not block.
 	Interrupt func()
 
-	mirrored int64
 	held     atomic.Int64 // bytes charged to Budget; read by other connections' evictions
 	evicting atomic.Bool  // the Budget closes this connection
 	released bool         // Budget.mu: the connection is closed, its memory given back
@@ -359,16 +353,6 @@ func (g *Guard) numberError(c byte) {
 }
 
 func (g *Guard) complete(end int) {
-	// redcon's buffer starts at 4 KiB and doubles while a command does not
-	// fit: a longer command leaves it up to twice as long, kept.
-	if size := int64(end - g.ok); g.Mirror && size > guardChunk && 2*size > g.mirrored {
-		m := 2 * size
-		if !g.Budget.charge(g, m-g.mirrored) {
-			g.failWith(g.Budget.Error(g.held.Load()))
-			return
-		}
-		g.mirrored = m
-	}
 	g.ok, g.scan, g.st = end, end, stStart
 }
 

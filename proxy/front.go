@@ -4,24 +4,22 @@ import (
 	"errors"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
 )
 
-// front is the part of the Server that serves plain TCP clients on the
-// engine's event loop (loopclient.go has one connection). TLS clients are
-// served by redcon, a goroutine each. Every field but the ones set at
-// creation is the loop's.
+// front is the part of the Server that serves its clients on the event
+// loop (conn.go has one connection, transport.go its two transports).
+// Every field but the ones set at creation is the loop's.
 type front struct {
 	s     *Server
 	loop  *evloop.Loop
 	alarm *evloop.Alarm
 
-	conns   map[*loopClient]struct{}
-	waiting map[*loopClient]struct{} // pipelines with requests not yet decided
-	stuck   map[*loopClient]struct{} // replies not all written: the socket is full
+	conns   map[*clientConn]struct{}
+	waiting map[*clientConn]struct{} // pipelines with requests not yet decided
+	stuck   map[*clientConn]struct{} // replies not all written: the socket is full
 	closing bool
 	writeBy int64         // once closing: evloop.Now() by which every write must end
 	drained chan struct{} // closed once closing and every connection is closed
@@ -33,8 +31,8 @@ type front struct {
 func (s *Server) loopFront() (*front, error) {
 	s.frontOnce.Do(func() {
 		f := &front{
-			s: s, loop: s.cfg.Engine.Loop(),
-			conns: map[*loopClient]struct{}{}, waiting: map[*loopClient]struct{}{}, stuck: map[*loopClient]struct{}{},
+			s: s, loop: s.loop,
+			conns: map[*clientConn]struct{}{}, waiting: map[*clientConn]struct{}{}, stuck: map[*clientConn]struct{}{},
 			drained: make(chan struct{}),
 		}
 		ready := make(chan struct{})
@@ -49,8 +47,10 @@ func (s *Server) loopFront() (*front, error) {
 	return s.front, s.frontErr
 }
 
-// serveLoop accepts clients on ln and hands them to the event loop.
-func (s *Server) serveLoop(ln *net.TCPListener) error {
+// serveOn accepts clients on ln until Shutdown and hands them to the event
+// loop: a plain TCP socket the loop polls itself, any other connection
+// (TLS) through a stream transport.
+func (s *Server) serveOn(ln net.Listener) error {
 	f, err := s.loopFront()
 	if err != nil {
 		ln.Close()
@@ -65,7 +65,7 @@ func (s *Server) serveLoop(ln *net.TCPListener) error {
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
 	for {
-		conn, err := ln.AcceptTCP()
+		conn, err := ln.Accept()
 		if err != nil {
 			if s.isClosing() {
 				return nil
@@ -88,7 +88,7 @@ func (s *Server) isClosing() bool {
 }
 
 // admit counts conn in and passes it to the loop, or answers why not.
-func (f *front) admit(conn *net.TCPConn) {
+func (f *front) admit(conn net.Conn) {
 	if msg := f.s.admit(); msg != "" {
 		conn.SetWriteDeadline(time.Now().Add(time.Second))
 		conn.Write([]byte("-" + msg + "\r\n"))
@@ -96,37 +96,60 @@ func (f *front) admit(conn *net.TCPConn) {
 		return
 	}
 	addr := conn.RemoteAddr().String()
-	fd, err := evloop.Detach(conn)
-	if err != nil {
-		f.s.cfg.Logger.Warn("could not take an accepted client connection onto the event loop; it is closed", "client", addr, "err", err)
-		conn.Close()
-		f.s.gone()
-		return
+	var t transport
+	if tc, ok := conn.(*net.TCPConn); ok && evloop.Supported && !f.s.cfg.StreamClients {
+		fd, err := evloop.Detach(tc)
+		if err != nil {
+			f.s.cfg.Logger.Warn("could not take an accepted client connection onto the event loop; it is closed", "client", addr, "err", err)
+			conn.Close()
+			f.s.gone()
+			return
+		}
+		t = newFDTransport(f.loop, fd)
+	} else {
+		t = newStreamTransport(f.loop, conn, f.writeDeadline)
 	}
-	lc := newLoopClient(f, fd, addr)
+	lc := newClientConn(f, t, addr)
 	if f.loop.Post(func() { f.register(lc) }) != nil {
-		syscall.Close(fd)
+		t.close(nil)
 		f.s.gone()
 	}
 }
 
-func (f *front) register(lc *loopClient) {
+// register puts lc on the loop and starts reading it.
+func (f *front) register(lc *clientConn) {
 	if f.closing {
 		lc.closed = true
-		syscall.Close(lc.fd)
+		lc.t.close(nil)
 		f.s.gone()
 		return
 	}
-	if err := f.loop.Add(lc.fd, lc, evloop.Readable); err != nil {
-		f.s.cfg.Logger.Warn("could not register a client connection on the event loop; it is closed", "client", lc.c.addr, "err", err)
-		lc.closed = true
-		syscall.Close(lc.fd)
-		f.s.gone()
-		return
+	switch t := lc.t.(type) {
+	case *fdTransport:
+		if err := f.loop.Add(t.fd, lc, evloop.Readable); err != nil {
+			f.s.cfg.Logger.Warn("could not register a client connection on the event loop; it is closed", "client", lc.c.addr, "err", err)
+			lc.closed = true
+			t.close(nil)
+			f.s.gone()
+			return
+		}
+		t.events = evloop.Readable
+	case *streamTransport:
+		t.start(lc)
+		t.want(evloop.Readable)
 	}
-	lc.events = evloop.Readable
 	f.conns[lc] = struct{}{}
 	f.armSweep(evloop.Now())
+}
+
+// writeDeadline bounds a stream transport's blocking write: the write
+// timeout, or the shutdown's grace. Any goroutine.
+func (f *front) writeDeadline() time.Time {
+	d := time.Now().Add(f.s.cfg.WriteTimeout)
+	if wb := f.s.writeBy.Load(); wb != 0 {
+		d = time.Unix(0, wb)
+	}
+	return d
 }
 
 // Fire enforces the front's deadlines (evloop.Timer): clients that do not

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"io"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -18,25 +17,23 @@ import (
 // commands; a single longer command still gets in once the client is idle.
 const pauseAt = 64 << 10
 
-// loopClient is one plain TCP client on the event loop. It runs the same
-// pipelines as redcon's handler (Server.handle): every complete command
-// read is parsed and submitted before any is waited for, replies are
-// written in order with one write, and the next pipeline starts once they
-// are out. The Waiter's notification kicks it (Run) when the last request
-// is decided. All of it runs on the loop.
-type loopClient struct {
+// clientConn is one client connection, whatever its transport
+// (transport.go): the one client pipeline. Every complete command read is
+// parsed and submitted before any is waited for, replies are written in
+// order with one write, and the next pipeline starts once they are out. The
+// Waiter's notification kicks it (Run) when the last request is decided.
+// All of it runs on the event loop.
+type clientConn struct {
 	evloop.Kicked
 	f    *front
 	c    *client
-	fd   int
+	t    transport
 	g    resp.Guard
-	rd   io.Reader // what g reads from: fd (an fdReader, boxed once)
 	args [][]byte
 
 	out          []byte // replies not yet written
 	outOff       int
-	blockedSince int64  // evloop.Now() when the socket buffer filled; 0: not
-	events       uint32 // what fd is registered for
+	blockedSince int64 // evloop.Now() when the transport could take no more; 0: not
 
 	// For the timeouts (idle.go): evloop.Now() at the accept, and when a
 	// sweep last saw the connection active (a byte read or written since
@@ -56,9 +53,9 @@ type loopClient struct {
 	closed      bool
 }
 
-func newLoopClient(f *front, fd int, addr string) *loopClient {
+func newClientConn(f *front, t transport, addr string) *clientConn {
 	now := evloop.Now()
-	lc := &loopClient{f: f, fd: fd, rd: fdReader(fd), since: now, last: now}
+	lc := &clientConn{f: f, t: t, since: now, last: now}
 	lc.c = f.s.newClient(addr, quorum.NewWaiterFunc(func() { f.loop.Kick(lc) }))
 	lc.g.Limits = guardLimits(f.s.cfg)
 	lc.g.Authed = &lc.c.authed
@@ -68,36 +65,51 @@ func newLoopClient(f *front, fd int, addr string) *loopClient {
 	return lc
 }
 
-// OnEvent reads commands and writes replies as the socket allows.
-func (lc *loopClient) OnEvent(ev uint32) {
+// OnEvent reads commands and writes replies as the transport allows.
+func (lc *clientConn) OnEvent(ev uint32) {
 	defer lc.recoverPanic()
-	if ev&(syscall.EPOLLERR|syscall.EPOLLHUP) != 0 {
+	if lc.closed {
+		return
+	}
+	if ev&(evloop.Error|evloop.Hangup) != 0 {
 		lc.close() // reset or gone both ways: nobody to answer
 		return
 	}
 	if ev&evloop.Writable != 0 {
 		lc.flush()
 	}
-	if ev&evloop.Readable != 0 && !lc.closed && !lc.eof {
-		n, err := lc.g.Fill(lc.rd)
-		switch {
-		case err == syscall.EAGAIN, err == resp.ErrStopped:
-		case err != nil:
-			lc.close()
-			return
-		case n == 0:
-			lc.eof = true // answer what it sent, then close
-		default:
-			lc.active = true
-		}
+	if ev&evloop.Readable != 0 && !lc.closed && !lc.eof && !lc.read() {
+		return
 	}
 	lc.advance()
 	lc.setEvents()
 }
 
+// read takes what the transport has into the guard; false when the
+// connection closed.
+func (lc *clientConn) read() bool {
+	for {
+		n, err := lc.g.Fill(lc.t.reader())
+		switch {
+		case err == syscall.EAGAIN, err == resp.ErrStopped:
+			return true
+		case err != nil:
+			lc.close()
+			return false
+		case n == 0:
+			lc.eof = true // answer what it sent, then close
+			return true
+		}
+		lc.active = true
+		if _, fd := lc.t.(*fdTransport); fd {
+			return true // one read per readiness; epoll tells of the rest
+		}
+	}
+}
+
 // Run goes on once the pipeline's requests are decided (evloop.Task: the
 // Waiter kicked it; the engine enforces their deadlines).
-func (lc *loopClient) Run() {
+func (lc *clientConn) Run() {
 	defer lc.recoverPanic()
 	if !lc.busy || lc.c.w.Pending() > 0 {
 		return
@@ -116,7 +128,7 @@ func (lc *loopClient) Run() {
 
 // advance starts pipelines while the connection is free: nothing waiting
 // for masters, every reply written.
-func (lc *loopClient) advance() {
+func (lc *clientConn) advance() {
 	for !lc.closed && !lc.busy && lc.outOff == len(lc.out) {
 		if lc.closeAfter {
 			lc.close()
@@ -149,7 +161,7 @@ func (lc *loopClient) advance() {
 }
 
 // pipeline parses and submits every command in data.
-func (lc *loopClient) pipeline(data []byte) {
+func (lc *clientConn) pipeline(data []byte) {
 	s, c := lc.f.s, lc.c
 	if !s.enter() {
 		// Shutting down: nothing more reaches a master. One error per
@@ -200,7 +212,7 @@ func (lc *loopClient) pipeline(data []byte) {
 
 // resumeScript goes on with a pipeline that waited for a script to be
 // understood (evloop.Post, from the analysis).
-func (lc *loopClient) resumeScript() {
+func (lc *clientConn) resumeScript() {
 	defer lc.recoverPanic()
 	lc.awaitScript = false
 	if lc.closed {
@@ -212,7 +224,7 @@ func (lc *loopClient) resumeScript() {
 }
 
 // finish renders the pipeline's replies, in order, into lc.out.
-func (lc *loopClient) finish() {
+func (lc *clientConn) finish() {
 	s, c := lc.f.s, lc.c
 	for i := range c.slots {
 		lc.out = s.render(lc.out, c, &c.slots[i])
@@ -231,7 +243,7 @@ func (lc *loopClient) finish() {
 }
 
 // drop forgets the pipeline of a connection that closed while it waited.
-func (lc *loopClient) drop() {
+func (lc *clientConn) drop() {
 	for i := range lc.c.slots {
 		lc.c.slots[i] = slot{}
 	}
@@ -244,7 +256,7 @@ func (lc *loopClient) drop() {
 
 // protocolError answers a broken stream after the replies before it; then
 // the connection closes: it cannot be trusted past the error.
-func (lc *loopClient) protocolError(err error) {
+func (lc *clientConn) protocolError(err error) {
 	pe := err.(*resp.ProtocolError)
 	if !pe.OverBudget {
 		lc.f.s.protoErr.Add(1)
@@ -258,24 +270,25 @@ func (lc *loopClient) protocolError(err error) {
 // most while all clients together hold client_query_buffer_total): at
 // once, so that its memory is freed now, telling it why if no reply of
 // its own is pending.
-func (lc *loopClient) evict() {
+func (lc *clientConn) evict() {
 	if lc.closed {
 		return
 	}
 	err := lc.f.s.budget.Error(lc.g.Held())
 	lc.f.s.cfg.Logger.Debug("client stream ended by lockproxy; closing its connection", "client", lc.c.addr, "err", err.Msg)
+	var last []byte
 	if !lc.busy && lc.outOff == len(lc.out) {
-		evloop.Write(lc.fd, appendError(nil, err.Reply()))
+		last = appendError(nil, err.Reply())
 	}
-	lc.close()
+	lc.closeWith(last)
 }
 
 // flush writes what it can of lc.out; the rest waits for Writable.
-func (lc *loopClient) flush() {
+func (lc *clientConn) flush() {
 	if lc.closed || lc.outOff == len(lc.out) {
 		return
 	}
-	n, err := evloop.Write(lc.fd, lc.out[lc.outOff:])
+	n, err := lc.t.write(lc.out[lc.outOff:])
 	if err != nil && err != syscall.EAGAIN {
 		lc.close() // the client is gone
 		return
@@ -303,7 +316,7 @@ func (lc *loopClient) flush() {
 }
 
 // writeLimit is when a client that stopped reading is disconnected.
-func (lc *loopClient) writeLimit() int64 {
+func (lc *clientConn) writeLimit() int64 {
 	limit := lc.blockedSince + int64(lc.f.s.cfg.WriteTimeout)
 	if lc.f.closing {
 		limit = min(limit, lc.f.writeBy)
@@ -314,7 +327,7 @@ func (lc *loopClient) writeLimit() int64 {
 // setEvents registers for what the connection can use: reading unless the
 // client is done, broke the protocol, or sent too much ahead; writing while
 // replies wait for room.
-func (lc *loopClient) setEvents() {
+func (lc *clientConn) setEvents() {
 	if lc.closed {
 		return
 	}
@@ -326,24 +339,23 @@ func (lc *loopClient) setEvents() {
 	if lc.outOff < len(lc.out) {
 		want |= evloop.Writable
 	}
-	if want != lc.events {
-		if err := lc.f.loop.Modify(lc.fd, want); err != nil {
-			lc.close()
-			return
-		}
-		lc.events = want
+	if err := lc.t.want(want); err != nil {
+		lc.close()
 	}
 }
 
 // close closes the socket at once. A pipeline still waiting for the
 // masters keeps counting in Server.active until it is decided (Run).
-func (lc *loopClient) close() {
+func (lc *clientConn) close() { lc.closeWith(nil) }
+
+// closeWith closes the connection, writing last first if it can be at
+// once (a final error).
+func (lc *clientConn) closeWith(last []byte) {
 	if lc.closed {
 		return
 	}
 	lc.closed = true
-	lc.f.loop.Remove(lc.fd)
-	syscall.Close(lc.fd)
+	lc.t.close(last)
 	delete(lc.f.conns, lc)
 	delete(lc.f.stuck, lc)
 	lc.f.s.budget.Release(&lc.g)
@@ -358,7 +370,7 @@ func (lc *loopClient) close() {
 
 // recoverPanic keeps one bad request from stopping the loop: the client is
 // told and its connection closed, as on redcon's connections.
-func (lc *loopClient) recoverPanic() {
+func (lc *clientConn) recoverPanic() {
 	p := recover()
 	if p == nil {
 		return
@@ -372,8 +384,5 @@ func (lc *loopClient) recoverPanic() {
 		lc.f.waiting[lc] = struct{}{}
 		lc.f.alarm.At(evloop.Now() + int64(time.Second))
 	}
-	if !lc.closed {
-		evloop.Write(lc.fd, []byte("-ERR internal error in lockproxy; the connection is closed\r\n"))
-		lc.close()
-	}
+	lc.closeWith([]byte("-ERR internal error in lockproxy; the connection is closed\r\n"))
 }

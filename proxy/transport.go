@@ -1,0 +1,233 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/evloop"
+)
+
+// A client connection's bytes travel by one of two transports; everything
+// else about the connection (conn.go: the pipeline, back-pressure, replies
+// in order, timeouts, shutdown) is the same code on the event loop.
+//
+//   - fdTransport: a plain TCP socket the loop polls (epoll) and reads and
+//     writes itself, without the Go scheduler.
+//   - streamTransport: a connection the loop cannot poll (TLS, whose
+//     records crypto/tls reads with blocking calls; plain TCP where there is
+//     no epoll). One goroutine reads and hands each chunk to the loop, which
+//     asks for the next when it wants more; another writes what the loop
+//     hands it and tells the loop when it is done. The loop's side looks
+//     like a non-blocking socket.
+type transport interface {
+	// reader is what the guard fills from: it answers syscall.EAGAIN when
+	// nothing is there now, (0, nil) at the end of the stream.
+	reader() io.Reader
+	// write writes what it can of p now; syscall.EAGAIN (with the count
+	// written) when the rest must wait for the connection to be writable.
+	write(p []byte) (int, error)
+	// want sets what the connection waits for: evloop.Readable, Writable.
+	want(events uint32) error
+	// close closes the connection; last, when not nil, is written first
+	// if it can be without waiting (a final error).
+	close(last []byte)
+}
+
+// fdTransport is a plain TCP socket on the loop.
+type fdTransport struct {
+	loop   *evloop.Loop
+	fd     int
+	rd     io.Reader // fdReader(fd), boxed once
+	events uint32    // what fd is registered for
+}
+
+func newFDTransport(loop *evloop.Loop, fd int) *fdTransport {
+	return &fdTransport{loop: loop, fd: fd, rd: fdReader(fd)}
+}
+
+func (t *fdTransport) reader() io.Reader           { return t.rd }
+func (t *fdTransport) write(p []byte) (int, error) { return evloop.Write(t.fd, p) }
+
+func (t *fdTransport) want(events uint32) error {
+	if events == t.events {
+		return nil
+	}
+	if err := t.loop.Modify(t.fd, events); err != nil {
+		return err
+	}
+	t.events = events
+	return nil
+}
+
+func (t *fdTransport) close(last []byte) {
+	if last != nil {
+		evloop.Write(t.fd, last)
+	}
+	t.loop.Remove(t.fd)
+	syscall.Close(t.fd)
+}
+
+// streamTransport is a connection served by a reader and a writer
+// goroutine. The loop's fields (chunk, reading, writing) are touched on the
+// loop only; the goroutines hand over through posted functions.
+type streamTransport struct {
+	loop   *evloop.Loop
+	conn   net.Conn
+	c      *clientConn // told of data and of finished writes, on the loop
+	writeT func() time.Time
+
+	readMore  chan struct{} // cap 1: the loop wants the next chunk
+	writeNext chan []byte   // cap 1: a batch for the writer
+	final     chan []byte   // cap 1: close, after the batch handed over and this
+	quit      chan struct{} // closed with the connection: the reader stops
+	closeOnce sync.Once
+
+	// Loop only.
+	chunk   []byte // read, not yet taken by the guard
+	rerr    error  // the read's error, once chunk is taken
+	reading bool   // a read is asked for or under way
+	writing bool   // the writer holds a batch
+	again   bool   // a read of the left-over chunk is posted
+	werr    error  // the writer's error
+}
+
+const streamChunk = 16 << 10
+
+// newStreamTransport serves nc for c; writeBy gives each write's deadline.
+func newStreamTransport(loop *evloop.Loop, nc net.Conn, writeBy func() time.Time) *streamTransport {
+	return &streamTransport{loop: loop, conn: nc, writeT: writeBy,
+		readMore: make(chan struct{}, 1), writeNext: make(chan []byte, 1), final: make(chan []byte, 1), quit: make(chan struct{})}
+}
+
+// start runs the goroutines; c must be registered on the loop.
+func (t *streamTransport) start(c *clientConn) {
+	t.c = c
+	go t.readLoop()
+	go t.writeLoop()
+}
+
+func (t *streamTransport) readLoop() {
+	buf := make([]byte, streamChunk)
+	for {
+		select {
+		case <-t.readMore:
+		case <-t.quit:
+			return
+		}
+		n, err := t.conn.Read(buf)
+		got := append([]byte(nil), buf[:n]...)
+		if t.loop.Post(func() { t.arrived(got, err) }) != nil {
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// arrived takes a chunk on the loop and lets the connection read it.
+func (t *streamTransport) arrived(b []byte, err error) {
+	t.reading = false
+	t.chunk, t.rerr = b, err
+	t.c.OnEvent(evloop.Readable)
+}
+
+func (t *streamTransport) writeLoop() {
+	for {
+		select {
+		case b := <-t.writeNext:
+			t.conn.SetWriteDeadline(t.writeT())
+			_, err := t.conn.Write(b)
+			if t.loop.Post(func() { t.written(err) }) != nil {
+				t.conn.Close()
+				return
+			}
+		case last := <-t.final:
+			// The loop hands a batch only once the last was written, so
+			// at most one is left: the replies before the close go out.
+			select {
+			case b := <-t.writeNext:
+				t.conn.SetWriteDeadline(t.writeT())
+				t.conn.Write(b)
+			default:
+			}
+			if last != nil {
+				t.conn.SetWriteDeadline(time.Now().Add(time.Second))
+				t.conn.Write(last)
+			}
+			t.conn.Close()
+			return
+		}
+	}
+}
+
+// written is told on the loop that the writer is done with its batch.
+func (t *streamTransport) written(err error) {
+	t.writing, t.werr = false, err
+	t.c.OnEvent(evloop.Writable)
+}
+
+func (t *streamTransport) reader() io.Reader { return (*chunkReader)(t) }
+
+// chunkReader reads the chunk the reader goroutine handed over.
+type chunkReader streamTransport
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	t := (*streamTransport)(r)
+	if len(t.chunk) > 0 {
+		n := copy(p, t.chunk)
+		t.chunk = t.chunk[n:]
+		return n, nil
+	}
+	switch {
+	case t.rerr == nil:
+		return 0, syscall.EAGAIN
+	case errors.Is(t.rerr, io.EOF):
+		return 0, nil
+	}
+	return 0, t.rerr
+}
+
+func (t *streamTransport) write(p []byte) (int, error) {
+	switch {
+	case t.werr != nil:
+		return 0, t.werr
+	case t.writing:
+		return 0, syscall.EAGAIN
+	}
+	t.writing = true
+	t.writeNext <- append([]byte(nil), p...) // cap 1, and the writer took the last
+	return len(p), nil
+}
+
+func (t *streamTransport) want(events uint32) error {
+	switch {
+	case events&evloop.Readable == 0 || t.reading:
+	case len(t.chunk) > 0 || t.rerr != nil:
+		// Left over from a chunk the guard could not take then: read it
+		// now that the connection wants more (an fd would be readable).
+		if !t.again {
+			t.again = true
+			t.loop.Post(func() { t.again = false; t.c.OnEvent(evloop.Readable) })
+		}
+	default:
+		t.reading = true
+		t.readMore <- struct{}{}
+	}
+	return nil
+}
+
+func (t *streamTransport) close(last []byte) {
+	t.closeOnce.Do(func() {
+		close(t.quit)
+		if t.c == nil { // never started: nobody else holds the connection
+			t.conn.Close()
+			return
+		}
+		t.final <- last // the writer writes what it holds, then closes
+	})
+}
