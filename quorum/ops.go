@@ -235,3 +235,35 @@ func argIn(cmd []byte, i int) []byte {
 		p += l + 2
 	}
 }
+
+// Broadcast sends a client's PUBLISH or SPUBLISH (cmd) of payload on
+// channel to every master and keeps each one's reply, with no vote: the
+// proxy answers from Replies once every master answered or node_timeout
+// passed.
+func (e *Engine) Broadcast(cmd string, channel, payload []byte, t0 int64) *Request {
+	return &Request{kind: Read, agg: AggEach, t0: t0,
+		cmd: batching.AppendCommand(nil, []byte(cmd), channel, payload)}
+}
+
+// Replies is a decided Broadcast's integer reply of each master, in the
+// masters' order, negative where it gave none.
+func (r *Request) Replies() []int64 {
+	out := make([]int64, r.e.n)
+	for i := range out {
+		out[i] = -1
+		if r.state[i] == replied && r.replies[i].Type == batching.Integer {
+			out[i] = r.replies[i].Int
+		}
+	}
+	return out
+}
+
+// Publish sends PUBLISH channel payload to every master without waiting
+// for replies (lockproxy's own events, proxy/pubsub.Publisher): the command
+// joins each master's next batch; a master down misses it.
+func (e *Engine) Publish(channel string, payload []byte) {
+	cmd := batching.AppendCommand(nil, []byte("PUBLISH"), []byte(channel), payload)
+	for _, p := range e.pipes {
+		p.Submit(batching.Op{Cmd: cmd})
+	}
+}

@@ -24,6 +24,9 @@ const (
 	// AggKeys answers how many keys a quorum reported 1 for; replies are
 	// arrays with one integer per key (EXISTS, DEL).
 	AggKeys
+	// AggEach is no vote: every master's integer reply is kept, until all
+	// answered or the deadline (a client's PUBLISH: Replies).
+	AggEach
 )
 
 // Request is one client command turned into a quorum operation. The proxy
@@ -434,6 +437,11 @@ func (r *Request) tryDecide(force bool) bool {
 			return false
 		}
 		r.keysOutcome()
+	case AggEach:
+		if !force {
+			return false
+		}
+		r.won = true
 	}
 	r.decidedIn = true
 	if r.inDispatch || r.retrying {
