@@ -88,10 +88,10 @@ func (e *Engine) retry(r *Request) {
 func (e *Engine) adopt(c *Request) {
 	r := c.parent
 	c.mu.Lock()
-	reply, err, validity, contended := c.reply, c.err, c.validity, c.contended
+	reply, err, validity, contended, won := c.reply, c.err, c.validity, c.contended, c.won
 	c.mu.Unlock()
 	r.mu.Lock()
-	r.reply, r.err, r.validity, r.contended = reply, err, validity, contended
+	r.reply, r.err, r.validity, r.contended, r.won = reply, err, validity, contended, won
 	r.retrying = false
 	r.mu.Unlock()
 	e.finish(r)
