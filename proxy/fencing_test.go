@@ -69,7 +69,17 @@ func TestCounterCommands(t *testing.T) {
 	if v, err := cl.Get(ctx, "lock").Result(); err != nil || v != "tok" {
 		t.Fatalf("the lock after INCR was refused: %q %v", v, err)
 	}
-	if m := c.scrape(); !strings.Contains(m, `lockproxy_requests_total{op="counter",outcome="ok"} 5`) ||
+	// PEXPIRE extends locks only: a counter that expired would start over.
+	if ok, err := cl.PExpire(ctx, "n", time.Second).Result(); ok || err != nil {
+		t.Fatalf("PEXPIRE of a counter: %v %v, want 0", ok, err)
+	}
+	if ok, err := cl.PExpire(ctx, "lock", time.Minute).Result(); !ok || err != nil {
+		t.Fatalf("PEXPIRE of a lock: %v %v", ok, err)
+	}
+	if v, err := cl.Incr(ctx, "n").Result(); err != nil || v != 14 {
+		t.Fatalf("INCR after PEXPIRE was refused: %d %v", v, err)
+	}
+	if m := c.scrape(); !strings.Contains(m, `lockproxy_requests_total{op="counter",outcome="ok"} 6`) ||
 		!strings.Contains(m, `lockproxy_requests_total{op="counter",outcome="error"} 6`) {
 		t.Errorf("counter metrics: %s", grepLines(m, `op="counter"`))
 	}

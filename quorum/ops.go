@@ -140,11 +140,12 @@ func keyed(r *Request, keys [][]byte) *Request {
 }
 
 // Extend is PEXPIRE key ttl: the quorum extend of legacy SETNX+EXPIRE
-// code, yes (1) when a quorum had the key, with validity accounted.
+// code, yes (1) when a quorum had the key, with validity accounted. Only a
+// key that has an expiry is extended (extendScript): a counter keeps none.
 func (e *Engine) Extend(key []byte, ttl time.Duration, t0 int64) *Request {
 	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
 	return &Request{kind: Extend, agg: AggVote, rule: &YesOne, Key: string(key), nkeys: 1,
-		cmd: batching.AppendCommand(nil, []byte("PEXPIRE"), key, ms),
+		cmd: AppendEvalSHA(nil, extendScript.SHA1, [][]byte{key}, [][]byte{ms}),
 		TTL: ttl, noReply: batching.Reply{Type: batching.Integer}, t0: t0}
 }
 

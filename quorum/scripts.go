@@ -91,6 +91,12 @@ return n`)
 	delScript = newScript(`local r = {}
 for i = 1, #KEYS do r[i] = redis.call("DEL", KEYS[i]) end
 return r`)
+	// extendScript is PEXPIRE KEYS[1] ARGV[1] of a key that has an expiry
+	// already, else 0: every lock lockproxy writes has one, and a key
+	// without one is a counter, which must not get one (it would start over
+	// once expired, and a fencing token would go back).
+	extendScript = newScript(`if redis.call("PTTL", KEYS[1]) < 0 then return 0 end
+return redis.call("PEXPIRE", KEYS[1], ARGV[1])`)
 	// counterReadScript reads KEYS[1] as GET and counters need it: {value,
 	// pttl}, {nil, -2} when missing, Redis's WRONGTYPE error for a key that
 	// is not a string (GET itself would raise it inside the script, which
@@ -136,7 +142,7 @@ return 1`)
 // InternalScripts are loaded on every master connection.
 func InternalScripts() []Script {
 	return []Script{undoScript, hashUndoScript, zremUndoScript, jsonUndoScript, getTTLScript, existsScript, delScript, CappedExtendScript,
-		counterReadScript, counterWriteScript}
+		counterReadScript, counterWriteScript, extendScript}
 }
 
 // AppendEvalSHA appends EVALSHA sha numkeys keys... args... to dst.
