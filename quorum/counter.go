@@ -236,6 +236,7 @@ func counterValue(rep *batching.Reply) (v int64, ttl bool, kind int) {
 // not in skip, how many hold it, whether any holds the key, and, when some
 // reply is not a counter, the error reply INCR gets. r.mu is held.
 func (r *Request) counterMax(skip uint16) (m int64, holders int, exists bool, bad *batching.Reply) {
+	seen := false
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] != replied || skip&(1<<i) != 0 {
 			continue
@@ -256,12 +257,12 @@ func (r *Request) counterMax(skip uint16) (m int64, holders int, exists bool, ba
 			return 0, 0, false, &e
 		}
 		switch {
-		case !exists || v > m:
+		case !seen || v > m:
 			m, holders = v, 1
 		case v == m:
 			holders++
 		}
-		exists = exists || kind == counterKind
+		seen, exists = true, exists || kind == counterKind
 	}
 	return m, holders, exists, bad
 }
