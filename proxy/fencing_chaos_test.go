@@ -161,7 +161,10 @@ func runFencing(t *testing.T, fr fenceRun, fc *fenceChecker) (*resource, *chaosS
 		c.waitVoting(5)
 		clients = append(clients, c.client(func(o *redis.Options) { o.PoolSize = 12 }))
 	}
-	keys := []string{"f:0", "f:1", "f:2", "f:3", "f:4", "f:5"}
+	var keys []string
+	for i := 0; i < 12; i++ {
+		keys = append(keys, fmt.Sprint("f:", i))
+	}
 	res := newResource()
 	st, fs := &chaosStats{}, &fenceStats{}
 	stop := make(chan struct{})

@@ -93,17 +93,39 @@ func counterWriteCommand(key []byte, v int64) []byte {
 // it lost its data and its counters are not restored yet (repair.go).
 var ErrRepairPending = errors.New("its counters are not restored yet since it lost its data, so it does not vote on counters (it may on locks)")
 
-// counterNoVote is called for each reply of a master whose counters await
-// their repair: a counter operation does not count it; a GET counts it as
-// a lock read only (notCounter). r.mu is held.
-func (r *Request) counterNoVote(master int) error {
-	switch {
-	case r.kind == Counter:
-		return ErrRepairPending
-	case r.agg == AggValue:
+// voteErr says why master's reply is no vote for r, or nil; it is called
+// only while the master is quarantined, barred or awaits its counters'
+// repair. A GET counts a master whose counters await their repair as a lock
+// read only (notCounter). r.mu is held.
+func (r *Request) voteErr(master int) error {
+	if r.kind == Counter {
+		return r.e.noCounterVote(master)
+	}
+	err := r.e.noVote(master)
+	if err == nil && r.agg == AggValue && r.e.repairs[master].Load() {
 		r.notCounter |= 1 << master
 	}
-	return nil
+	return err
+}
+
+// noCounterVote is noVote for counters: a master whose counters await
+// their repair does not vote on them; one whose counters were restored
+// votes on them even while its restart quarantine lasts, since that
+// quarantine waits for locks it lost to expire, and restored counters have
+// nothing to wait for (repair.go). Unchecked, bootstrapping, evicting or
+// stale masters do not vote, as for locks.
+func (e *Engine) noCounterVote(i int) error {
+	if e.repairs[i].Load() {
+		return ErrRepairPending
+	}
+	err := e.noVote(i)
+	var q *QuarantineError
+	if errors.As(err, &q) && (q.Why == WhyRestarted || q.Why == WhyEvicting) && e.cfg.Quarantine && !e.noRepair.Load() {
+		// Its loss was recorded with the quarantine, and its repair is
+		// done; a stale bar would still be reported after it.
+		return e.barredErr(i)
+	}
+	return err
 }
 
 // decideCounter decides an AggCounter request once a quorum of counter

@@ -255,3 +255,40 @@ func TestCounterRepairPendingDoesNotVote(t *testing.T) {
 		t.Fatalf("INCR with the only answering master pending: %v", err)
 	}
 }
+
+// TestCounterRestoredMasterVotesDuringItsQuarantine: once its counters are
+// restored, a restarted master votes on them while its quarantine still
+// keeps it from voting on locks (which wait for lost locks to expire).
+// Without that, restarts of two masters a few hundred ms apart would leave
+// too few counter voters to restore anything.
+func TestCounterRestoredMasterVotesDuringItsQuarantine(t *testing.T) {
+	t.Parallel()
+	ms := redisproc.ForTest(t, 3)
+	e := startEngine(t, ms, bootstrap, func(c *quorum.Config) { c.MaxTTL = time.Minute })
+	poll(t, "all masters voting", func() bool { return allVoting(e) })
+	prev := incr(t, e, "c", 7)
+	ms[0].Kill()
+	if err := ms[0].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "master 0 restored, still quarantined", func() bool {
+		m := e.Masters()[0]
+		return !m.QuarantinedUntil.IsZero() && m.QuarantineWhy == quorum.WhyRestarted && !m.CountersPending
+	})
+	if v, _ := ms[0].Do("GET", "c"); v != strconv.FormatInt(prev, 10) {
+		t.Fatalf("master 0 holds %q after its repair, want %d", v, prev)
+	}
+	ms[1].Pause()
+	defer ms[1].Resume()
+	if v := incr(t, e, "c", 1); v != prev+1 {
+		t.Fatalf("INCR over masters 0 (restored, quarantined) and 2: %d, want %d", v, prev+1)
+	}
+	w := quorum.NewWaiter()
+	r := e.Acquire([]byte("lock"), []byte("t"), time.Second, batching.Now())
+	e.Submit(w, r)
+	e.Wait(w)
+	var nq *quorum.NoQuorumError
+	if _, err := r.Result(); !errors.As(err, &nq) {
+		t.Fatalf("SET NX with master 0 quarantined and 1 paused: %v, want NOQUORUM", err)
+	}
+}

@@ -133,7 +133,7 @@ func (m *monitor) registry() ([]string, error) {
 	read := 0
 	var lastErr error
 	for j, w := range m.watches {
-		if m.e.noVote(j) != nil || m.e.repairs[j].Load() {
+		if m.e.noCounterVote(j) != nil {
 			continue
 		}
 		w.mu.Lock()

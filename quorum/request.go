@@ -247,11 +247,8 @@ func (r *Request) complete(master int, rep batching.Reply, err error) {
 		err = &refusedError{msg: string(rep.Str)}
 	}
 	var quarantined error
-	if err == nil && (r.e.quarantine[master].Load() != 0 || r.e.barred[master].Load() != 0) {
-		quarantined = r.e.noVote(master)
-	}
-	if err == nil && quarantined == nil && r.e.repairs[master].Load() {
-		quarantined = r.counterNoVote(master)
+	if err == nil && (r.e.quarantine[master].Load() != 0 || r.e.barred[master].Load() != 0 || r.e.repairs[master].Load()) {
+		quarantined = r.voteErr(master)
 	}
 	switch {
 	case err != nil:
