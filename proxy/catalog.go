@@ -62,6 +62,11 @@ type Script struct {
 	// Local, when set, is the reply lockproxy gives for the script itself,
 	// sending nothing: its only write cannot outlive the drift allowance.
 	Local *batching.Reply
+	// Counter, for an acquire script whose yes reply is the new value of a
+	// counter it increments (a fencing token): that counter's key. A grant
+	// answers the quorum max-register's increment of it instead, which
+	// never goes back (docs/fencing.md).
+	Counter quorum.Arg
 
 	op *quorum.ScriptOp // how the engine runs it, built once by finish
 }
@@ -80,6 +85,7 @@ func (s *Script) finish() *Script {
 		SHA1: s.SHA1, Body: s.Body, RunAs: s.RunAs, Kind: s.Kind, Yes: s.Yes,
 		No: s.NoReply, NoPTTLAt: s.NoPTTLAt, Combine: s.Combine, NoIsNoop: s.NoIsNoop,
 		Undo: s.Undo, TokenConst: s.TokenConst, UndoExtra: s.UndoExtra, UndoField: s.UndoField,
+		Counter: s.Counter,
 	}
 	if s.TokenArg > 0 {
 		op.Token = quorum.Arg{Keys: s.TokenInKeys, Index: s.TokenArg}

@@ -67,6 +67,9 @@ func TestBuiltinsAgreeWithAnalyzer(t *testing.T) {
 		if s.Kind == quorum.Acquire && s.TokenArg != u.TokenArg {
 			t.Errorf("%s: token ARGV[%d] in the catalog, %d understood", s.Name, s.TokenArg, u.TokenArg)
 		}
+		if s.Counter != u.Counter {
+			t.Errorf("%s: fencing counter %+v in the catalog, %+v understood", s.Name, s.Counter, u.Counter)
+		}
 		if len(s.OtherTTLs) != len(u.OtherTTLs) {
 			t.Errorf("%s: other TTLs %+v in the catalog, %+v understood", s.Name, s.OtherTTLs, u.OtherTTLs)
 		}

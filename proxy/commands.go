@@ -43,6 +43,11 @@ func init() {
 		"pexpire": {fn: cmdExpire, arity: 3},
 		"expire":  {fn: cmdExpire, arity: 3},
 		"script":  {fn: cmdScript, arity: -2},
+		// Counters: a quorum max-register (fencing tokens).
+		"incr":   {fn: cmdIncr, arity: 2},
+		"incrby": {fn: cmdIncr, arity: 3},
+		"decr":   {fn: cmdDecr, arity: 2},
+		"decrby": {fn: cmdDecr, arity: 3},
 		// Connection and introspection: answered by lockproxy itself.
 		"ping":    {fn: cmdPing, arity: -1},
 		"echo":    {fn: cmdEcho, arity: 2},

@@ -49,11 +49,12 @@ const (
 	opRelease           // release scripts, DEL/UNLINK
 	opExtend            // PEXPIRE/EXPIRE, extend scripts
 	opRead              // GET, PTTL/TTL, EXISTS, read scripts
+	opCounter           // INCR/INCRBY (fencing counters)
 	opOther             // commands lockproxy refuses
 	numOps
 )
 
-var opNames = [numOps]string{"acquire", "release", "extend", "read", "other"}
+var opNames = [numOps]string{"acquire", "release", "extend", "read", "counter", "other"}
 
 func opOf(k quorum.Kind) op {
 	switch k {
@@ -65,6 +66,8 @@ func opOf(k quorum.Kind) op {
 		return opExtend
 	case quorum.Read:
 		return opRead
+	case quorum.Counter:
+		return opCounter
 	}
 	return opOther
 }
@@ -92,6 +95,7 @@ var validOutcomes = [numOps][]outcome{
 	opRelease: {outOK, outNoQuorum, outError},
 	opExtend:  {outExtended, outNotHeld, outNoQuorum, outError},
 	opRead:    {outOK, outNoQuorum, outError},
+	opCounter: {outOK, outNoQuorum, outError},
 	opOther:   {outError},
 }
 
@@ -146,6 +150,8 @@ func (m *Metrics) request(cmd, result string) {
 	switch cmd {
 	case "set", "setnx":
 		o = opAcquire
+	case "incr", "incrby", "decr", "decrby":
+		o = opCounter
 	}
 	oc := outError
 	for i, n := range outcomeNames {

@@ -48,6 +48,9 @@ func fromSemantics(body []byte, sha string, sem *analyze.Semantics, maxTTL time.
 	if err := s.undo(sem); err != nil {
 		return nil, err
 	}
+	if err := s.counter(sem); err != nil {
+		return nil, err
+	}
 	for _, a := range sem.CommandArgs {
 		if a.Keys {
 			return nil, fmt.Errorf("it runs %s as a command name; lockproxy accepts a command name only in ARGV", a)
@@ -162,6 +165,25 @@ func (s *Script) undo(sem *analyze.Semantics) error {
 		}
 	default:
 		return fmt.Errorf("its undo %s is not one lockproxy runs", u.Op)
+	}
+	return nil
+}
+
+// counter wires a fencing counter the script returns: its grant answers
+// the quorum max-register's value of it (quorum.ScriptOp.Counter). A
+// counter a script increments without returning it needs nothing: its
+// masters' values only grow, and INCR or GET through lockproxy read their
+// maximum.
+func (s *Script) counter(sem *analyze.Semantics) error {
+	for _, c := range sem.Counters {
+		if !c.Returned {
+			continue
+		}
+		if s.Kind != quorum.Acquire && s.Kind != quorum.AcquireOrExtend {
+			return fmt.Errorf("it returns the new value of the counter %s from a %s script; lockproxy hands out counter values (fencing tokens) from acquire scripts and INCR only, where it can keep them from going back", c.Key, s.Kind)
+		}
+		s.Counter = quorum.Arg{Keys: c.Key.Keys, Index: c.Key.Index}
+		return nil
 	}
 	return nil
 }

@@ -169,8 +169,15 @@ type Engine struct {
 	// unknown for good (connection broken after sending): not undone.
 	unconfirmed atomic.Int64
 	retries     atomic.Int64 // split votes retried (retry.go)
-	loop        *evloop.Loop // nil: goroutine per connection
-	ownLoop     bool         // the Engine started loop and closes it
+	// repairs[i]: master i lost its data and its counters are not restored
+	// yet; its replies do not count for counters (counter.go, repair.go).
+	repairs [MaxMasters]atomic.Bool
+	// noRepair, set by tests, ignores repair records: a master that lost
+	// its data votes on counters as soon as on locks, with nothing restored
+	// (the negative control of the repair's test: counters then go back).
+	noRepair atomic.Bool
+	loop     *evloop.Loop // nil: goroutine per connection
+	ownLoop  bool         // the Engine started loop and closes it
 }
 
 // New starts an Engine; the masters are connected in the background and
@@ -262,6 +269,7 @@ func (e *Engine) Masters() []MasterStatus {
 		if up {
 			out[i].Err = nil
 		}
+		out[i].CountersPending = e.repairs[i].Load()
 	}
 	return out
 }
@@ -320,11 +328,12 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	e.timers.push(r, dl)
 	e.supersede(r)
 	opDeadline := dl
-	if r.kind == Release {
+	if r.kind == Release || (r.kind == Counter && r.agg == AggVote) {
 		// A release still frees the key on a master that gets it after
 		// the vote was decided, instead of leaving it there until its
 		// TTL: it is written however late (queue_limit still bounds a
-		// stalled master's queue).
+		// stalled master's queue). A counter's write (only ever up)
+		// still brings a lagging master closer to the others.
 		opDeadline = 0
 	}
 	for i, p := range e.pipes {

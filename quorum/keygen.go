@@ -53,8 +53,8 @@ func (r *Request) slotKey() []byte {
 // supersede is told of every write dispatched: it marks the failed
 // acquisitions waiting on its key whose token it may write.
 func (e *Engine) supersede(w *Request) {
-	if w.kind == Read {
-		return
+	if w.kind == Read || w.kind == Counter {
+		return // writes no lock token
 	}
 	key := w.slotKey()
 	if key == nil {

@@ -13,15 +13,19 @@ import (
 )
 
 // markerScript checks and maintains the marker and the max_ttl record
-// atomically. KEYS[1] is the marker, KEYS[2] the max_ttl record; ARGV[1] is
+// atomically. KEYS[1] is the marker, KEYS[2] the max_ttl record, KEYS[3]
+// the counters' repair record (RepairKey: every quarantine's start is
+// recorded there as pending until lockproxy restored the master's counters,
+// repair.go); ARGV[1] is
 // L, the quarantine length in ms (the longest max_ttl this proxy knows of),
 // ARGV[2] the mode: "peek" (never write), "bootstrap" (create a missing
 // marker as "ok"), "check" (create it as a quarantine); ARGV[3] this
 // proxy's max_ttl in ms, ARGV[4] the record grace in ms, ARGV[5] "1" when
 // the master was seen with an evicting policy (start a quarantine now).
-// It returns {master_now_ms, state, end_ms, start_ms, recorded_ms}: state
-// "none" (peek only), "ok", "new" (quarantine just started) or
-// "quarantined"; recorded is the longest max_ttl recorded on this master.
+// It returns {master_now_ms, state, end_ms, start_ms, recorded_ms, repair}:
+// state "none" (peek only), "ok", "new" (quarantine just started) or
+// "quarantined"; recorded is the longest max_ttl recorded on this master;
+// repair the repair record ("" when none).
 const markerScript = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -39,14 +43,24 @@ if write then
   end
   if recorded > L then L = recorded end
 end
+local function lost(s)
+  local r = redis.call('GET', KEYS[3])
+  local rs = r and tonumber(string.match(r, '^%a:(%d+)$'))
+  if not rs or rs < s then redis.call('SET', KEYS[3], string.format('p:%d', s)) end
+end
 local function quarantine(s, e)
   redis.call('SET', KEYS[1], string.format('q:%d:%d', s, e))
+  lost(s)
+end
+local function out(state, e, s)
+  return {now, state, e, s, recorded, redis.call('GET', KEYS[3]) or ''}
 end
 local v = redis.call('GET', KEYS[1])
 local start, till
 if v and string.sub(v, 1, 2) == 'q:' then
   local s, e = string.match(v, '^q:(%d+):(%d+)$')
   start, till = tonumber(s), tonumber(e)
+  if write and start then lost(start) end
 elseif v and v ~= 'ok' then
   -- A quarantine end written by an older lockproxy, which recorded no
   -- start: count it from now (longer, never shorter), and rewrite it.
@@ -63,9 +77,9 @@ if write and ARGV[5] == '1' then
   local e = now + L
   if till and till > e then e = till end
   quarantine(now, e)
-  return {now, 'new', e, now, recorded}
+  return out('new', e, now)
 end
-if v == 'ok' then return {now, 'ok', 0, 0, recorded} end
+if v == 'ok' then return out('ok', 0, 0) end
 if start and till then
   if start + L > till then
     till = start + L
@@ -73,23 +87,24 @@ if start and till then
   end
   if till <= now then
     if write then redis.call('SET', KEYS[1], 'ok') end
-    return {now, 'ok', 0, 0, recorded}
+    return out('ok', 0, 0)
   end
-  return {now, 'quarantined', till, start, recorded}
+  return out('quarantined', till, start)
 end
-if not write then return {now, 'none', 0, 0, recorded} end
+if not write then return out('none', 0, 0) end
 if ARGV[2] == 'bootstrap' and not v then
   redis.call('SET', KEYS[1], 'ok')
-  return {now, 'ok', 0, 0, recorded}
+  return out('ok', 0, 0)
 end
 quarantine(now, now + L)
-return {now, 'new', now + L, now, recorded}
+return out('new', now + L, now)
 `
 
 // markerReply is the marker script's answer.
 type markerReply struct {
 	now, end, start, recorded int64 // ms, master clock
 	state                     string
+	repair                    string // the repair record: "p:<start>" pending, "d:<start>" done, "" none
 }
 
 // checkMarker runs the marker script and applies its answer. A taint
@@ -113,7 +128,7 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 		taintArg = "1"
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, checkTimeout)
-	res, err := m.script.Exec(ctx, client, []string{MarkerKey, MaxTTLKey},
+	res, err := m.script.Exec(ctx, client, []string{MarkerKey, MaxTTLKey, RepairKey},
 		[]string{msArg(m.quarantineLen()), mode, strconv.FormatInt(m.ownTTL, 10), msArg(m.grace), taintArg}).ToArray()
 	cancel()
 	received := time.Now()
@@ -181,6 +196,7 @@ func (w *watch) recordedAnswer(rep markerReply, mode string) (longer bool) {
 // was given (the marker follows at the next check). w.mu is held.
 func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration) {
 	m := w.m
+	w.repairState(rep.repair) // before the quarantine may lift
 	if rep.state == "ok" && !w.policy.evictedAt.IsZero() && time.Since(w.policy.evictedAt) < l {
 		// This proxy saw it evicting within max_ttl, yet the marker says
 		// "ok" (the taint's write was lost): quarantine it from then, and
@@ -279,8 +295,8 @@ func (w *watch) newClient() (rueidis.Client, error) {
 }
 
 func parseMarkerReply(res []rueidis.RedisMessage) (r markerReply, err error) {
-	if len(res) != 5 {
-		return r, fmt.Errorf("marker script: %d values, want 5", len(res))
+	if len(res) != 6 {
+		return r, fmt.Errorf("marker script: %d values, want 6", len(res))
 	}
 	if r.now, err = res[0].AsInt64(); err != nil {
 		return
@@ -294,7 +310,10 @@ func parseMarkerReply(res []rueidis.RedisMessage) (r markerReply, err error) {
 	if r.start, err = res[3].AsInt64(); err != nil {
 		return
 	}
-	r.recorded, err = res[4].AsInt64()
+	if r.recorded, err = res[4].AsInt64(); err != nil {
+		return
+	}
+	r.repair, err = res[5].ToString()
 	return
 }
 

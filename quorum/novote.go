@@ -43,6 +43,9 @@ type MasterStatus struct {
 	// it is not quarantined (a maxmemory-policy that may evict keys; a
 	// marker check overdue).
 	Excluded string
+	// CountersPending: it lost its data and its counters are not restored
+	// yet (repair.go), so it does not vote on counters, whatever Voting says.
+	CountersPending bool
 }
 
 // Voting reports whether the master's votes count now.

@@ -69,6 +69,11 @@ type ScriptOp struct {
 	LockKeys []int
 	EachKey  bool
 	KeyArg   Arg
+	// Counter, for an acquire (or acquire-or-extend) script whose yes reply
+	// is the new value of a counter it increments (a fencing token): that
+	// counter's key. A grant then continues with the max-register's
+	// increment of it, whose value the client gets (counter.go).
+	Counter Arg
 }
 
 // Acquire is SET key token NX PX ttl: a quorum acquisition. t0 is when the
@@ -99,11 +104,12 @@ func appendSetNX(dst, key, token []byte, ms int64) (cmd, k, tok []byte) {
 	return dst, dst[ko : ko+len(key) : ko+len(key)], dst[to : to+len(token) : to+len(token)]
 }
 
-// Get reads key: the value a quorum holds, else nil. It is keyed, so that
-// it runs after whatever the connection sent earlier on the key.
+// Get reads key: the value a quorum holds, else nil; a counter's maximum
+// (counter.go). It is keyed, so that it runs after whatever the connection
+// sent earlier on the key.
 func (e *Engine) Get(key []byte, t0 int64) *Request {
 	return &Request{kind: Read, agg: AggValue, nkeys: 1, Key: string(key),
-		cmd: batching.AppendCommand(nil, []byte("GET"), key), t0: t0}
+		cmd: counterReadCommand(key), t0: t0}
 }
 
 // PTTL reads key's remaining validity in ms: the Q-th largest PTTL among
@@ -134,11 +140,12 @@ func keyed(r *Request, keys [][]byte) *Request {
 }
 
 // Extend is PEXPIRE key ttl: the quorum extend of legacy SETNX+EXPIRE
-// code, yes (1) when a quorum had the key, with validity accounted.
+// code, yes (1) when a quorum had the key, with validity accounted. Only a
+// key that has an expiry is extended (extendScript): a counter keeps none.
 func (e *Engine) Extend(key []byte, ttl time.Duration, t0 int64) *Request {
 	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
 	return &Request{kind: Extend, agg: AggVote, rule: &YesOne, Key: string(key), nkeys: 1,
-		cmd: batching.AppendCommand(nil, []byte("PEXPIRE"), key, ms),
+		cmd: AppendEvalSHA(nil, extendScript.SHA1, [][]byte{key}, [][]byte{ms}),
 		TTL: ttl, noReply: batching.Reply{Type: batching.Integer}, t0: t0}
 }
 
@@ -179,6 +186,9 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 	case len(keys) == 1: // reads too: after this connection's earlier commands on the key
 		k := at(Arg{Keys: true, Index: 1})
 		r.Key = unsafe.String(unsafe.SliceData(k), len(k))
+	}
+	if !op.Counter.IsZero() && (op.Kind == Acquire || op.Kind == AcquireOrExtend) {
+		r.fence = at(op.Counter)
 	}
 	switch {
 	case !op.Token.IsZero():

@@ -133,6 +133,8 @@ type watch struct {
 	recorded int64     // the longest max_ttl (ms) this master records
 	fresh    time.Time // when the last successful check started
 	policy   policyState
+	client   rueidis.Client // the checks' client, also the counters' repair's (repair.go)
+	repair   repairState
 }
 
 func newMonitor(e *Engine) *monitor {
@@ -238,6 +240,9 @@ func (w *watch) run() {
 		return
 	}
 	defer client.Close()
+	w.mu.Lock()
+	w.client = client
+	w.mu.Unlock()
 	w.poke()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()

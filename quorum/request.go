@@ -16,7 +16,9 @@ type Agg uint8
 const (
 	// AggVote counts yes votes by Rule (locks: acquire, release, extend).
 	AggVote Agg = iota
-	// AggValue answers the bulk value a quorum holds, else nil (GET).
+	// AggValue answers the bulk value a quorum holds, else nil; or, for a
+	// counter, the maximum (GET, counter.go). Replies are [value, pttl]
+	// pairs.
 	AggValue
 	// AggValueTTL answers the conservative remaining PTTL of the value a
 	// quorum holds, else -2 (PTTL/TTL); replies are [value, pttl] pairs.
@@ -27,6 +29,10 @@ const (
 	// AggEach is no vote: every master's integer reply is kept, until all
 	// answered or the deadline (a client's PUBLISH: Replies).
 	AggEach
+	// AggCounter answers the maximum a quorum of counter voters holds,
+	// plus the increment, once written (counter.go); replies are [value,
+	// pttl] pairs.
+	AggCounter
 )
 
 // Request is one client command turned into a quorum operation. The proxy
@@ -126,6 +132,14 @@ type Request struct {
 	// skip: masters this request is not sent to (a split vote's retry
 	// skips those where its parent's part is still unknown).
 	skip uint16
+	// Counters (counter.go): ctr is a counter operation's state; fence the
+	// counter a fenced acquisition increments once granted (it aliases
+	// cmd); notCounter the masters whose replies to a GET count for a lock
+	// read only; cont what r continues with instead of publishing.
+	ctr        *counterState
+	fence      []byte
+	notCounter uint16
+	cont       uint8
 }
 
 // Per-master state of a request. The undo of a failed acquisition depends
@@ -236,8 +250,8 @@ func (r *Request) complete(master int, rep batching.Reply, err error) {
 		err = &refusedError{msg: string(rep.Str)}
 	}
 	var quarantined error
-	if err == nil && (r.e.quarantine[master].Load() != 0 || r.e.barred[master].Load() != 0) {
-		quarantined = r.e.noVote(master)
+	if err == nil && (r.e.quarantine[master].Load() != 0 || r.e.barred[master].Load() != 0 || r.e.repairs[master].Load()) {
+		quarantined = r.voteErr(master)
 	}
 	switch {
 	case err != nil:
@@ -406,6 +420,8 @@ func missKind(err error) Miss {
 		return MissQuarantined
 	case errors.As(err, &ev), errors.As(err, new(*StaleError)):
 		return MissExcluded
+	case errors.Is(err, ErrRepairPending):
+		return MissQuarantined
 	}
 	return MissUnavailable
 }
@@ -427,6 +443,8 @@ func (r *Request) tryDecide(force bool) bool {
 	case AggValue, AggValueTTL:
 		if v, holders := r.majorityValue(); holders >= int(q) {
 			r.readSuccess(v)
+		} else if r.agg == AggValue && r.answered >= q && r.counterGet(q, force) {
+			// a counter (counter.go)
 		} else if force {
 			r.readFailure()
 		} else {
@@ -442,6 +460,10 @@ func (r *Request) tryDecide(force bool) bool {
 			return false
 		}
 		r.won = true
+	case AggCounter:
+		if !r.decideCounter(q, outstanding, force) {
+			return false
+		}
 	}
 	r.decidedIn = true
 	if r.inDispatch || r.retrying {
@@ -506,6 +528,9 @@ func (r *Request) success() {
 		r.reply = batching.Reply{Type: batching.Integer, Int: r.qthTTL(func(rep batching.Reply) (int64, bool) {
 			return rep.Int, r.rule.IsYes(&rep, r.nkeys)
 		})}
+	}
+	if r.fence != nil {
+		r.chain(contFence) // the client gets its fencing token instead (counter.go)
 	}
 }
 

@@ -50,6 +50,10 @@ func (r *Request) takeRetry() bool {
 // undecided for its client meanwhile. The timer holds a reference to r,
 // which passes to the child request.
 func (e *Engine) scheduleRetry(r *Request) {
+	if r.cont != contNone {
+		e.continueWith(r) // not a retry: a counter's next step (counter.go)
+		return
+	}
 	e.retries.Add(1)
 	r.ref()
 	j := e.cfg.SplitRetryJitter
@@ -66,7 +70,7 @@ func (e *Engine) retry(r *Request) {
 	c.kind, c.agg, c.rule, c.combine = r.kind, r.agg, r.rule, r.combine
 	c.nkeys, c.cmd, c.undoKeys, c.undoToken = r.nkeys, r.cmd, r.undoKeys, r.undoToken
 	c.undoOp, c.undoExtra, c.token, c.load, c.pttlAt = r.undoOp, r.undoExtra, r.token, r.load, r.pttlAt
-	c.noIsNoop, c.nilIsNoop = r.noIsNoop, r.nilIsNoop
+	c.noIsNoop, c.nilIsNoop, c.fence = r.noIsNoop, r.nilIsNoop, r.fence
 	c.TTL, c.noReply, c.t0 = r.TTL, r.noReply, r.t0
 	c.retried, c.parent, c.e = true, r, e
 	// Not to masters where r's part is still unknown: r's late undo may
@@ -84,17 +88,24 @@ func (e *Engine) retry(r *Request) {
 	}
 }
 
-// adopt publishes child c's outcome as its parent's.
+// adopt publishes child c's outcome as its parent's: a split vote's retry,
+// or a counter's continuation (counter.go). The parent may itself be a
+// child, which then passes it on.
 func (e *Engine) adopt(c *Request) {
 	r := c.parent
 	c.mu.Lock()
-	reply, err, validity, contended := c.reply, c.err, c.validity, c.contended
+	reply, err, validity, contended, won := c.reply, c.err, c.validity, c.contended, c.won
 	c.mu.Unlock()
 	r.mu.Lock()
-	r.reply, r.err, r.validity, r.contended = reply, err, validity, contended
+	if r.cont != contNone {
+		r.adoptCounter(reply, err, won)
+		r.cont = contNone
+	} else {
+		r.reply, r.err, r.validity, r.contended, r.won = reply, err, validity, contended, won
+	}
 	r.retrying = false
 	r.mu.Unlock()
-	e.finish(r)
+	e.decided(r)
 	c.unref()
 }
 

@@ -29,6 +29,8 @@ const (
 	// (libraries keep it after a failed extend). Keys it created on a
 	// minority expire by their TTL.
 	AcquireOrExtend
+	// Counter reads or writes a counter (counter.go): nothing is undone.
+	Counter
 )
 
 func (k Kind) String() string {
@@ -43,6 +45,8 @@ func (k Kind) String() string {
 		return "read"
 	case AcquireOrExtend:
 		return "acquire-or-extend"
+	case Counter:
+		return "counter"
 	}
 	return "unknown"
 }

@@ -90,11 +90,58 @@ return n`)
 	delScript = newScript(`local r = {}
 for i = 1, #KEYS do r[i] = redis.call("DEL", KEYS[i]) end
 return r`)
+	// extendScript is PEXPIRE KEYS[1] ARGV[1] of a key that has an expiry
+	// already, else 0: every lock lockproxy writes has one, and a key
+	// without one is a counter, which must not get one (it would start over
+	// once expired, and a fencing token would go back).
+	extendScript = newScript(`if redis.call("PTTL", KEYS[1]) < 0 then return 0 end
+return redis.call("PEXPIRE", KEYS[1], ARGV[1])`)
+	// counterReadScript reads KEYS[1] as GET and counters need it: {value,
+	// pttl}, {nil, -2} when missing, Redis's WRONGTYPE error for a key that
+	// is not a string (GET itself would raise it inside the script, which
+	// Redis reports as a script error).
+	counterReadScript = newScript(`local t = redis.call("TYPE", KEYS[1]).ok
+if t == "none" then return {false, -2} end
+if t ~= "string" then return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value") end
+return {redis.call("GET", KEYS[1]), redis.call("PTTL", KEYS[1])}`)
+	// counterWriteScript is the max-register's write (counter.go): it sets
+	// KEYS[1] to ARGV[1], a canonical decimal int64, unless the key already
+	// holds as much, and records the key in the counter registry
+	// (RegistryKey, in MarkerDB) for the repair of a master that lost its
+	// data (repair.go). It answers 1, or an error without writing: a key of
+	// another type, a value with an expiry (a lock) or a value INCR would
+	// refuse. Numbers are compared as decimal strings: Lua's doubles hold
+	// only 53 bits.
+	counterWriteScript = newScript(`local function canon(v)
+  return #v <= 20 and (v == "0" or string.match(v, "^-?[1-9]%d*$") ~= nil)
+end
+local function less(a, b)
+  local na, nb = string.sub(a, 1, 1) == "-", string.sub(b, 1, 1) == "-"
+  if na ~= nb then return na end
+  local r
+  if #a ~= #b then r = #a < #b else r = a < b end
+  if na and a ~= b then r = not r end
+  return r
+end
+local t = redis.call("TYPE", KEYS[1]).ok
+if t ~= "none" and t ~= "string" then
+  return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
+end
+local v = redis.call("GET", KEYS[1])
+if v then
+  if redis.call("PTTL", KEYS[1]) ~= -1 then return redis.error_reply("` + errCounterTTL + `") end
+  if not canon(v) then return redis.error_reply("ERR value is not an integer or out of range") end
+end
+if not v or less(v, ARGV[1]) then redis.call("SET", KEYS[1], ARGV[1]) end
+redis.call("SELECT", ARGV[2])
+redis.call("SADD", ARGV[3], KEYS[1])
+return 1`)
 )
 
 // InternalScripts are loaded on every master connection.
 func InternalScripts() []Script {
-	return []Script{undoScript, hashUndoScript, zremUndoScript, jsonUndoScript, getTTLScript, existsScript, delScript, CappedExtendScript}
+	return []Script{undoScript, hashUndoScript, zremUndoScript, jsonUndoScript, getTTLScript, existsScript, delScript, CappedExtendScript,
+		counterReadScript, counterWriteScript, extendScript}
 }
 
 // AppendEvalSHA appends EVALSHA sha numkeys keys... args... to dst.

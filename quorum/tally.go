@@ -77,7 +77,7 @@ func (r *Request) valueOf(i int) (batching.Reply, bool) {
 		return batching.Reply{}, false
 	}
 	v := r.replies[i]
-	if r.agg == AggValueTTL {
+	if r.agg == AggValueTTL || r.agg == AggValue {
 		if v.Type != batching.Array || len(v.Elems) != 2 {
 			return batching.Reply{}, false
 		}

@@ -231,6 +231,10 @@ func TestSplitVoteRetried(t *testing.T) {
 	if r.err != nil || !r.reply.IsOK() || r.validity <= 0 {
 		t.Fatalf("retry granted by 3 of 5: client got %v %v validity %v", r.reply, r.err, r.validity)
 	}
+	if r.Outcome() != Granted {
+		// SETNX answers :1 and metrics count "acquired" by the outcome.
+		t.Fatalf("retry granted by 3 of 5: outcome %v", r.Outcome())
+	}
 	if e.Retries() != 1 {
 		t.Fatalf("Retries = %d, want 1", e.Retries())
 	}

@@ -1,0 +1,164 @@
+package quorum
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+)
+
+// A fenced acquisition's continuation (counter.go) against fake masters:
+// the client gets the max-register's value when the grant is still valid
+// once it is acknowledged; else the grant is undone and the client told it
+// did not get the lock, or given the counter's error.
+
+// fencedOp is the fenced acquire script of docs/fencing.md.
+var fencedOp = &ScriptOp{SHA1: "f00d", Preloaded: true, Kind: Acquire, Yes: YesPositive,
+	No: batching.Reply{Type: batching.Integer}, NoIsNoop: true, Undo: UndoDelIfValue,
+	Token: Arg{Index: 1}, LockKeys: []int{1}, Counter: Arg{Keys: true, Index: 2}}
+
+// answerOp completes op n (0-based) sent to each master with rep.
+func answerOp(fps []*fakePipe, n int, rep batching.Reply) {
+	for i, fp := range fps {
+		fp.sent()[n].C.Complete(i, rep, nil)
+	}
+}
+
+// waitSent polls until every master got n ops.
+func waitSent(t *testing.T, fps []*fakePipe, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, fp := range fps {
+		for len(fp.sent()) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("a master got %d ops, want %d", len(fp.sent()), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+func fencedAcquire(e *Engine, ttl time.Duration) (*Request, *Waiter) {
+	w := NewWaiter()
+	r := e.Script(fencedOp, [][]byte{[]byte("lock"), []byte("lock:fence")},
+		[][]byte{[]byte("tok"), []byte("10000")}, ttl, batching.Now())
+	e.Submit(w, r)
+	return r, w
+}
+
+func counterPair(v string) batching.Reply {
+	val := batching.ReplyNil
+	if v != "" {
+		val = batching.Reply{Type: batching.Bulk, Str: []byte(v)}
+	}
+	return batching.Reply{Type: batching.Array, Elems: []batching.Reply{val, {Type: batching.Integer, Int: -1}}}
+}
+
+func TestFencedGrantAnswersTheMaxRegister(t *testing.T) {
+	e, fps := pipedEngine(3, -1)
+	r, w := fencedAcquire(e, 10*time.Second)
+	answerOp(fps, 0, batching.Reply{Type: batching.Integer, Int: 3}) // each master's own INCR
+	if r.Decided() {
+		t.Fatal("the grant was answered before its token")
+	}
+	waitSent(t, fps, 2) // the counter's read
+	if !bytes.Contains(fps[0].sent()[1].Cmd, []byte(counterReadScript.SHA1)) {
+		t.Fatalf("second op %q, want the counter's read", fps[0].sent()[1].Cmd)
+	}
+	for i, v := range []string{"41", "40", ""} {
+		ops := fps[i].sent()
+		ops[1].C.Complete(i, counterPair(v), nil)
+	}
+	waitSent(t, fps, 3) // the write of 42
+	if cmd := fps[2].sent()[2].Cmd; !bytes.Contains(cmd, []byte(counterWriteScript.SHA1)) || !bytes.Contains(cmd, []byte("$2\r\n42\r\n")) {
+		t.Fatalf("third op %q, want the counter's write of 42", cmd)
+	}
+	answerOp(fps, 2, batching.Reply{Type: batching.Integer, Int: 1})
+	e.Wait(w)
+	if rep, err := r.Result(); err != nil || !rep.IsInt(42) || r.Outcome() != Granted || r.Validity() <= 0 {
+		t.Fatalf("fenced grant: %v %v %v validity %v, want :42 granted", rep, err, r.Outcome(), r.Validity())
+	}
+	for i, fp := range fps {
+		if fp.undos() != 0 {
+			t.Errorf("master %d got an undo", i)
+		}
+	}
+}
+
+func TestFencedGrantTooLateIsUndone(t *testing.T) {
+	e, fps := pipedEngine(3, -1)
+	r, w := fencedAcquire(e, 30*time.Millisecond)
+	answerOp(fps, 0, batching.Reply{Type: batching.Integer, Int: 1})
+	waitSent(t, fps, 2)
+	answerOp(fps, 1, counterPair("1"))
+	waitSent(t, fps, 3)
+	// The validity (30ms minus drift) runs out before the write is
+	// acknowledged: the token could follow a later holder's.
+	time.Sleep(30 * time.Millisecond)
+	answerOp(fps, 2, batching.Reply{Type: batching.Integer, Int: 1})
+	e.Wait(w)
+	if rep, err := r.Result(); err != nil || !rep.IsInt(0) || r.Outcome() != Refused {
+		t.Fatalf("token acknowledged after the validity: %v %v %v, want :0 refused", rep, err, r.Outcome())
+	}
+	for i, fp := range fps {
+		if fp.undos() != 1 {
+			t.Errorf("master %d got %d undos, want 1", i, fp.undos())
+		}
+	}
+}
+
+func TestFencedGrantCounterErrorIsUndone(t *testing.T) {
+	e, fps := pipedEngine(3, -1)
+	r, w := fencedAcquire(e, 10*time.Second)
+	answerOp(fps, 0, batching.Reply{Type: batching.Integer, Int: 1})
+	waitSent(t, fps, 2)
+	// The counter key holds a lock's token: INCR would refuse it.
+	answerOp(fps, 1, batching.Reply{Type: batching.Array, Elems: []batching.Reply{
+		{Type: batching.Bulk, Str: []byte("a-token")}, {Type: batching.Integer, Int: 5000}}})
+	e.Wait(w)
+	if rep, err := r.Result(); err != nil || rep.Type != batching.Error || string(rep.Str) != errNotInteger || r.Outcome() != Failed {
+		t.Fatalf("counter holding a token: %v %v %v", rep, err, r.Outcome())
+	}
+	for i, fp := range fps {
+		if fp.undos() != 1 {
+			t.Errorf("master %d got %d undos, want 1", i, fp.undos())
+		}
+	}
+}
+
+// TestCounterGetIsNotALockRead: GET answers a counter's maximum only when
+// no reply has an expiry: a token held by one master of three, even an
+// integer one, is never answered.
+func TestCounterGetIsNotALockRead(t *testing.T) {
+	e, fps := pipedEngine(3, -1)
+	get := func(replies ...batching.Reply) *Request {
+		w := NewWaiter()
+		r := e.Get([]byte("k"), batching.Now())
+		e.Submit(w, r)
+		for i, fp := range fps {
+			ops := fp.sent()
+			ops[len(ops)-1].C.Complete(i, replies[i], nil)
+		}
+		return r
+	}
+	lock := batching.Reply{Type: batching.Array, Elems: []batching.Reply{{Type: batching.Bulk, Str: []byte("7")}, {Type: batching.Integer, Int: 900}}}
+	if r := get(lock, counterPair(""), counterPair("")); !r.Decided() || r.reply.Type != batching.Nil {
+		t.Fatalf("GET of an integer token on one master: %v", r.reply)
+	}
+	if r := get(lock, counterPair("3"), counterPair("")); !r.Decided() || r.reply.Type != batching.Nil {
+		t.Fatalf("GET of a token on one master, a counter on another: %v", r.reply)
+	}
+	if r := get(counterPair("5"), counterPair("5"), counterPair("")); !r.Decided() || string(r.reply.Str) != "5" {
+		t.Fatalf("GET of a counter a quorum holds: %v", r.reply)
+	}
+	r := get(counterPair("6"), counterPair(""), counterPair("4"))
+	if r.Decided() {
+		t.Fatal("GET of a counter no quorum holds was answered before its write-back")
+	}
+	waitSent(t, fps, 5)
+	answerOp(fps, 4, batching.Reply{Type: batching.Integer, Int: 1})
+	if !r.Decided() || r.reply.Type != batching.Bulk || string(r.reply.Str) != "6" {
+		t.Fatalf("GET after the write-back: %v", r.reply)
+	}
+}
