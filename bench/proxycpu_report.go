@@ -1,0 +1,187 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// proxyCPUMarkdown writes the section of scenario 1 that compares the
+// proxies' own CPU: every round of every target, the medians side by side,
+// the system call profiles, and what the figures mean.
+func (res *Results) proxyCPUMarkdown(w io.Writer) {
+	if len(res.redisBenchRuns(Twemproxy, 1))+len(res.redisBenchRuns(Twemproxy, 16)) == 0 {
+		return
+	}
+	n := res.Config.Masters
+	fmt.Fprintf(w, "\n## 1b. Proxy CPU per request: twemproxy → 1 master, lockproxy → %d masters\n\n"+
+		"Scenario 1's runs, the same rounds: direct Redis, then twemproxy (nutcracker, one server pool, `redis: true`, the first master "+
+		"its only server, one connection to it), then lockproxy, back to back. twemproxy forwards each `SET NX PX` to its one master and "+
+		"passes the reply back; lockproxy sends it to all %d masters, counts the votes, answers once a quorum (%d) agreed or cannot, "+
+		"and undoes a grant that missed the quorum. Each proxy's CPU per request is the user+system CPU of its process (all threads, "+
+		"`/proc/<pid>/stat`) during the run over the requests redis-benchmark completed, measured the same way for both; *sys* is "+
+		"its kernel part. *calls/req* are its read- and write-family system calls (`/proc/<pid>/io` syscr+syscw). Masters and client "+
+		"likewise (the masters' sum; twemproxy and direct Redis keep the others idle). µs per request.\n\n", n, n, n/2+1)
+	fmt.Fprintf(w, "| -P | target | round | req/s | p50 ms | p99 ms | proxy CPU | user | sys | proxy calls/req | masters CPU | masters calls/req | client CPU |\n"+
+		"|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, p := range benchPipelines {
+		for _, t := range []Target{Direct, Twemproxy, Lockproxy} {
+			for _, r := range res.redisBenchRuns(t, p) {
+				proxy := "– | – | – | –"
+				if r.CPU.Proxy >= 0 {
+					proxy = fmt.Sprintf("%.2f | %.2f | %.2f | %.2f", r.ProxyPerReq(), perReq(r.CPU.Proxy-r.CPU.ProxySys, r.Requests),
+						perReq(r.CPU.ProxySys, r.Requests), float64(r.CPU.ProxyIO.Total())/float64(r.Requests))
+				}
+				fmt.Fprintf(w, "| %d | %s | %d | %.0f | %s | %s | %s | %.2f | %.2f | %.2f |\n", p, r.Target, r.Round, r.RPS,
+					fmtMs(r.Lat.P50), fmtMs(r.Lat.P99), proxy, perReq(r.CPU.MastersTotal(), r.Requests),
+					float64(r.CPU.MastersIO.Total())/float64(r.Requests), perReq(r.CPU.Client, r.Requests))
+			}
+		}
+	}
+	res.proxyCPUMedians(w)
+	res.syscallMarkdown(w)
+	res.proxyCPUMeaning(w)
+}
+
+// proxyCPUMedians writes the median of every figure over the rounds, the
+// three targets side by side.
+func (res *Results) proxyCPUMedians(w io.Writer) {
+	targets := []Target{Direct, Twemproxy, Lockproxy}
+	fmt.Fprintf(w, "\nMedians over the rounds, each figure on its own:\n\n| -P | figure | direct | twemproxy → 1 master | lockproxy → %d masters |\n|--:|---|--:|--:|--:|\n",
+		res.Config.Masters)
+	rows := []struct {
+		name string
+		fig  func(*RedisBenchResult) float64
+		fmt  string
+		self bool // a figure of the proxy process: none for direct
+	}{
+		{"req/s", func(r *RedisBenchResult) float64 { return r.RPS }, "%.0f", false},
+		{"p50 ms", func(r *RedisBenchResult) float64 { return r.Lat.P50.Seconds() * 1000 }, "%.3f", false},
+		{"p99 ms", func(r *RedisBenchResult) float64 { return r.Lat.P99.Seconds() * 1000 }, "%.3f", false},
+		{"**proxy CPU µs/req**", (*RedisBenchResult).ProxyPerReq, "**%.2f**", true},
+		{"proxy user µs/req", func(r *RedisBenchResult) float64 { return perReq(r.CPU.Proxy-r.CPU.ProxySys, r.Requests) }, "%.2f", true},
+		{"proxy sys µs/req", func(r *RedisBenchResult) float64 { return perReq(r.CPU.ProxySys, r.Requests) }, "%.2f", true},
+		{"proxy read+write calls/req", func(r *RedisBenchResult) float64 { return float64(r.CPU.ProxyIO.Total()) / float64(r.Requests) }, "%.2f", true},
+		{"masters CPU µs/req", func(r *RedisBenchResult) float64 { return perReq(r.CPU.MastersTotal(), r.Requests) }, "%.2f", false},
+		{"masters read+write calls/req", func(r *RedisBenchResult) float64 { return float64(r.CPU.MastersIO.Total()) / float64(r.Requests) }, "%.2f", false},
+		{"client CPU µs/req", func(r *RedisBenchResult) float64 { return perReq(r.CPU.Client, r.Requests) }, "%.2f", false},
+	}
+	for _, p := range benchPipelines {
+		for _, row := range rows {
+			cells := make([]string, len(targets))
+			for i, t := range targets {
+				var v []float64
+				for _, r := range res.redisBenchRuns(t, p) {
+					if !row.self || r.CPU.Proxy >= 0 {
+						v = append(v, row.fig(r))
+					}
+				}
+				cells[i] = "–"
+				if len(v) > 0 {
+					cells[i] = fmt.Sprintf(row.fmt, median(v))
+				}
+			}
+			fmt.Fprintf(w, "| %d | %s | %s |\n", p, row.name, strings.Join(cells, " | "))
+		}
+	}
+}
+
+// syscallMarkdown writes the system call profiles of the proxies.
+func (res *Results) syscallMarkdown(w io.Writer) {
+	if len(res.Syscalls) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nSystem calls per request of each proxy, from one more run per proxy and depth with `perf stat` counting its system calls "+
+		"(tracepoints; counts only, since counting makes every call dearer). Reads and writes are split by the socket they were made on: "+
+		"the client connections, or the proxy's connections to masters (*conns*).\n\n"+
+		"| -P | proxy | all calls/req | client reads | client writes | master conns | master reads | master writes | epoll waits | epoll_ctl | futex | nanosleep | other calls | context switches/req |\n"+
+		"|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	var notes []string
+	for i := range res.Syscalls {
+		p := &res.Syscalls[i]
+		if p.Err != "" {
+			notes = append(notes, fmt.Sprintf("%s -P %d not profiled: %s", p.Target, p.Pipeline, strings.ReplaceAll(p.Err, "\n", " ")))
+			continue
+		}
+		other := p.Total - p.Client.Total() - p.Master.Total()
+		for _, c := range []string{"epoll_wait", "epoll_pwait", "epoll_ctl", "futex", "nanosleep"} {
+			other -= p.Calls[c]
+		}
+		fmt.Fprintf(w, "| %d | %s | %.2f | %.2f | %.2f | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", p.Pipeline, p.Target,
+			p.PerReq(p.Total), p.PerReq(p.Client.Reads), p.PerReq(p.Client.Writes), p.MasterConns, p.PerReq(p.Master.Reads),
+			p.PerReq(p.Master.Writes), p.PerReq(p.Calls["epoll_wait"]+p.Calls["epoll_pwait"]), p.PerReq(p.Calls["epoll_ctl"]),
+			p.PerReq(p.Calls["futex"]), p.PerReq(p.Calls["nanosleep"]), p.PerReq(other), p.PerReq(p.ContextSwitches))
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "\n%s\n", n)
+	}
+}
+
+// medianFig is the median of fig over the rounds of t at pipeline p that
+// measured a proxy; false when there is none.
+func (res *Results) medianFig(t Target, p int, fig func(*RedisBenchResult) float64) (float64, bool) {
+	var v []float64
+	for _, r := range res.redisBenchRuns(t, p) {
+		if r.CPU.Proxy >= 0 && r.Requests > 0 {
+			v = append(v, fig(r))
+		}
+	}
+	return median(v), len(v) > 0
+}
+
+// syscallProfile returns the profile of t at pipeline p, nil when none was
+// taken.
+func (res *Results) syscallProfile(t Target, p int) *SyscallProfile {
+	for i := range res.Syscalls {
+		if s := &res.Syscalls[i]; s.Target == t && s.Pipeline == p && s.Err == "" {
+			return s
+		}
+	}
+	return nil
+}
+
+// proxyCPUMeaning writes what the comparison means: what each proxy does
+// per request, then, at each depth, how far apart the two are and in which
+// part (user space or kernel, client side or master side).
+func (res *Results) proxyCPUMeaning(w io.Writer) {
+	n := res.Config.Masters
+	fmt.Fprintf(w, "\n**What the figures mean.** The two proxies do different work for one request. twemproxy parses it, queues it on its one "+
+		"connection to its one master and relays the reply: per request it reads and writes the client's connection, takes a share of one "+
+		"`writev` and one `read` on the master's (it packs whatever is queued into one `writev`), and turns write interest on and off with "+
+		"`epoll_ctl`. lockproxy reads and writes the client's connection alike, but writes each request to all %d masters and reads %d "+
+		"replies (its event loop writes each master once per round, whatever arrived meanwhile), counts the votes, answers the client once "+
+		"the outcome is known, and keeps a refused or failed attempt until its last master has answered, to undo a late grant. Its masters "+
+		"so run %d `SET`s per request where twemproxy's run one (masters CPU above). The target asks that lockproxy's own process cost "+
+		"no more than twemproxy's all the same.\n\n", n, n, n)
+	for _, p := range benchPipelines {
+		cpu := func(t Target) (all, user, sys float64, ok bool) {
+			all, ok = res.medianFig(t, p, (*RedisBenchResult).ProxyPerReq)
+			user, _ = res.medianFig(t, p, func(r *RedisBenchResult) float64 { return perReq(r.CPU.Proxy-r.CPU.ProxySys, r.Requests) })
+			sys, _ = res.medianFig(t, p, func(r *RedisBenchResult) float64 { return perReq(r.CPU.ProxySys, r.Requests) })
+			return all, user, sys, ok
+		}
+		la, lu, ls, lok := cpu(Lockproxy)
+		ta, tu, ts, tok := cpu(Twemproxy)
+		if !lok || !tok || ta <= 0 {
+			continue
+		}
+		fmt.Fprintf(w, "- **-P %d**: lockproxy %.2f µs/request (user %.2f, kernel %.2f) against twemproxy's %.2f (user %.2f, kernel %.2f), "+
+			"medians: %.2f×, %+.2f µs, of which %+.2f in user space and %+.2f in the kernel.", p, la, lu, ls, ta, tu, ts, la/ta, la-ta, lu-tu, ls-ts)
+		lp, tp := res.syscallProfile(Lockproxy, p), res.syscallProfile(Twemproxy, p)
+		if lp != nil && tp != nil {
+			fmt.Fprintf(w, " System calls per request (profile runs): lockproxy %.2f client reads and %.2f client writes, %.2f reads and %.2f writes "+
+				"on its %d master connections, %.2f in all; twemproxy %.2f and %.2f, %.2f and %.2f on its one, %.2f in all (%.2f of them `epoll_ctl`).",
+				lp.PerReq(lp.Client.Reads), lp.PerReq(lp.Client.Writes), lp.PerReq(lp.Master.Reads), lp.PerReq(lp.Master.Writes), lp.MasterConns,
+				lp.PerReq(lp.Total), tp.PerReq(tp.Client.Reads), tp.PerReq(tp.Client.Writes), tp.PerReq(tp.Master.Reads),
+				tp.PerReq(tp.Master.Writes), tp.PerReq(tp.Total), tp.PerReq(tp.Calls["epoll_ctl"]))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\n**Which cost remains.** On loopback a `write` also runs the receiving socket's TCP input and wakes its reader, so a "+
+		"write costs the writer several times a read; both proxies make one client read and one client write per client round trip "+
+		"(one per request at -P 1, one per 16 at -P 16), and no proxy goes below that. lockproxy's further kernel time is its master side, "+
+		"%d connections written and read where twemproxy has one; batching divides it by the requests per batch, but each batch is "+
+		"%d writes and %d reads. Its further user time is its own work per request (parsing, the vote, the key queue, the record kept for "+
+		"late undos) and the Go runtime's (the scheduler and sysmon around the event loop's blocking `epoll_pwait`, the garbage collector). "+
+		"`docs/bench/proxy-cpu.md` has a `perf` profile of both proxies and the changes that would lower lockproxy's part.\n", n, n, n)
+}
