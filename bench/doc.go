@@ -20,7 +20,8 @@
 //     (the twemproxy scenario: nutcracker must be installed) and lockproxy,
 //     with each proxy's CPU per request, user and kernel, and, counted
 //     with perf in extra runs, its system calls per request on the client
-//     and on the master side (proxycpu.go, syscalls.go);
+//     and on the master side and where its CPU goes (proxycpu.go,
+//     profile.go);
 //  2. go-redis acquire (SET NX PX of a random key out of 100k) + release (the
 //     compare-and-delete script), 16 and 64 workers, per target;
 //  3. hot key: 64 workers contend for one key, hold it 1ms, release;

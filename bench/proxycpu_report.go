@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -40,6 +42,7 @@ func (res *Results) proxyCPUMarkdown(w io.Writer) {
 	}
 	res.proxyCPUMedians(w)
 	res.syscallMarkdown(w)
+	res.cpuProfileMarkdown(w)
 	res.proxyCPUMeaning(w)
 }
 
@@ -88,7 +91,7 @@ func (res *Results) proxyCPUMedians(w io.Writer) {
 
 // syscallMarkdown writes the system call profiles of the proxies.
 func (res *Results) syscallMarkdown(w io.Writer) {
-	if len(res.Syscalls) == 0 {
+	if len(res.Profiles) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "\nSystem calls per request of each proxy, from one more run per proxy and depth with `perf stat` counting its system calls "+
@@ -97,8 +100,8 @@ func (res *Results) syscallMarkdown(w io.Writer) {
 		"| -P | proxy | all calls/req | client reads | client writes | master conns | master reads | master writes | epoll waits | epoll_ctl | futex | nanosleep | other calls | context switches/req |\n"+
 		"|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	var notes []string
-	for i := range res.Syscalls {
-		p := &res.Syscalls[i]
+	for i := range res.Profiles {
+		p := &res.Profiles[i]
 		if p.Err != "" {
 			notes = append(notes, fmt.Sprintf("%s -P %d not profiled: %s", p.Target, p.Pipeline, strings.ReplaceAll(p.Err, "\n", " ")))
 			continue
@@ -131,9 +134,9 @@ func (res *Results) medianFig(t Target, p int, fig func(*RedisBenchResult) float
 
 // syscallProfile returns the profile of t at pipeline p, nil when none was
 // taken.
-func (res *Results) syscallProfile(t Target, p int) *SyscallProfile {
-	for i := range res.Syscalls {
-		if s := &res.Syscalls[i]; s.Target == t && s.Pipeline == p && s.Err == "" {
+func (res *Results) proxyProfile(t Target, p int) *ProxyProfile {
+	for i := range res.Profiles {
+		if s := &res.Profiles[i]; s.Target == t && s.Pipeline == p && s.Err == "" {
 			return s
 		}
 	}
@@ -167,7 +170,7 @@ func (res *Results) proxyCPUMeaning(w io.Writer) {
 		}
 		fmt.Fprintf(w, "- **-P %d**: lockproxy %.2f µs/request (user %.2f, kernel %.2f) against twemproxy's %.2f (user %.2f, kernel %.2f), "+
 			"medians: %.2f×, %+.2f µs, of which %+.2f in user space and %+.2f in the kernel.", p, la, lu, ls, ta, tu, ts, la/ta, la-ta, lu-tu, ls-ts)
-		lp, tp := res.syscallProfile(Lockproxy, p), res.syscallProfile(Twemproxy, p)
+		lp, tp := res.proxyProfile(Lockproxy, p), res.proxyProfile(Twemproxy, p)
 		if lp != nil && tp != nil {
 			fmt.Fprintf(w, " System calls per request (profile runs): lockproxy %.2f client reads and %.2f client writes, %.2f reads and %.2f writes "+
 				"on its %d master connections, %.2f in all; twemproxy %.2f and %.2f, %.2f and %.2f on its one, %.2f in all (%.2f of them `epoll_ctl`).",
@@ -184,4 +187,93 @@ func (res *Results) proxyCPUMeaning(w io.Writer) {
 		"%d writes and %d reads. Its further user time is its own work per request (parsing, the vote, the key queue, the record kept for "+
 		"late undos) and the Go runtime's (the scheduler and sysmon around the event loop's blocking `epoll_pwait`, the garbage collector). "+
 		"`docs/bench/proxy-cpu.md` has a `perf` profile of both proxies and the changes that would lower lockproxy's part.\n", n, n, n)
+}
+
+// cpuProfileMarkdown writes where each proxy's CPU went: every category of
+// the profiles, in µs per request (its share of the profile times the
+// proxy's median CPU per request over the rounds) and in percent.
+func (res *Results) cpuProfileMarkdown(w io.Writer) {
+	var ps []*ProxyProfile
+	for _, p := range benchPipelines {
+		for _, t := range []Target{Twemproxy, Lockproxy} {
+			if pr := res.proxyProfile(t, p); pr != nil && pr.Where != nil {
+				ps = append(ps, pr)
+			}
+		}
+	}
+	if len(ps) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nWhere each proxy's CPU goes, from `perf record -g` (%d Hz) in one more run per proxy and depth: each sample in the kernel is "+
+		"put under the system call it was in; each in user space under the proxy's own code (a Go package of lockproxy, with the runtime "+
+		"helpers it called, such as memmove, map hashing and allocation; the nutcracker binary), the Go runtime (scheduler, sysmon, "+
+		"timers), its garbage collector, or the C library. Each cell is the category's share of the proxy's CPU times the proxy's median "+
+		"CPU per request over the rounds, in µs per request, then the share.\n\n| category |", profileHz)
+	seen := map[string]bool{}
+	var cats []string
+	for _, p := range ps {
+		fmt.Fprintf(w, " %s -P %d |", p.Target, p.Pipeline)
+		for _, c := range p.Where.categories() {
+			if !seen[c] {
+				seen[c] = true
+				cats = append(cats, c)
+			}
+		}
+	}
+	// Kernel categories first, each group by its largest share.
+	largest := func(c string) float64 {
+		m := 0.0
+		for _, p := range ps {
+			m = max(m, p.Where.Share(c))
+		}
+		return m
+	}
+	slices.SortStableFunc(cats, func(a, b string) int {
+		ka, kb := strings.HasPrefix(a, "kernel"), strings.HasPrefix(b, "kernel")
+		if ka != kb {
+			if ka {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(largest(b), largest(a))
+	})
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("--:|", len(ps)))
+	total := func(kernel bool) string {
+		var cells []string
+		for _, p := range ps {
+			us, _ := res.medianFig(p.Target, p.Pipeline, (*RedisBenchResult).ProxyPerReq)
+			share := 0.0
+			for c, n := range p.Where.ByCat {
+				if strings.HasPrefix(c, "kernel") == kernel {
+					share += float64(n) / float64(p.Where.Samples)
+				}
+			}
+			cells = append(cells, fmt.Sprintf("**%.2f** (%.0f%%)", share*us, 100*share))
+		}
+		return strings.Join(cells, " | ")
+	}
+	fmt.Fprintf(w, "| **kernel** | %s |\n", total(true))
+	for i, c := range cats {
+		if i > 0 && strings.HasPrefix(cats[i-1], "kernel") && !strings.HasPrefix(c, "kernel") {
+			fmt.Fprintf(w, "| **user** | %s |\n", total(false))
+		}
+		cells := make([]string, len(ps))
+		for j, p := range ps {
+			us, _ := res.medianFig(p.Target, p.Pipeline, (*RedisBenchResult).ProxyPerReq)
+			if p.Where.ByCat[c] == 0 {
+				cells[j] = "–"
+				continue
+			}
+			cells[j] = fmt.Sprintf("%.2f (%.1f%%)", p.Where.Share(c)*us, 100*p.Where.Share(c))
+		}
+		fmt.Fprintf(w, "| %s | %s |\n", strings.TrimPrefix(strings.TrimPrefix(c, "kernel: "), "user: "), strings.Join(cells, " | "))
+	}
+	fmt.Fprintf(w, "\nSamples: %s.\n", func() string {
+		var s []string
+		for _, p := range ps {
+			s = append(s, fmt.Sprintf("%s -P %d %d", p.Target, p.Pipeline, p.Where.Samples))
+		}
+		return strings.Join(s, ", ")
+	}())
 }

@@ -78,10 +78,10 @@ type Config struct {
 	// runs only in scenario 1 with the twemproxy scenario selected, and
 	// then needs nutcracker installed.
 	Targets []Target
-	// NoSyscallProfile turns off the extra runs of the twemproxy
-	// scenario that count each proxy's system calls with perf
-	// (syscalls.go).
-	NoSyscallProfile bool
+	// NoProxyProfile turns off the extra runs of the twemproxy
+	// scenario that count each proxy's system calls and sample where its
+	// CPU goes with perf (profile.go).
+	NoProxyProfile bool
 	// LockproxyBin is a lockproxy binary to run; empty builds ./cmd/lockproxy
 	// of the module in the current directory.
 	LockproxyBin string
@@ -165,9 +165,9 @@ type Results struct {
 	// Degraded is scenario 4 (nil when not run) and DegradedBase the
 	// unpaused figure it is compared with.
 	Degraded, DegradedBase *LoadResult
-	// Syscalls are the profiles of the proxies' system calls in
-	// scenario 1 (syscalls.go), when twemproxy was measured.
-	Syscalls []SyscallProfile
+	// Profiles are the proxies' system call counts and CPU profiles of
+	// scenario 1 (profile.go), when twemproxy was measured.
+	Profiles []ProxyProfile
 	// MultiProxy holds scenario 5, every round.
 	MultiProxy []MultiProxyResult
 	// Errors are the failures of single runs; the other runs went on.

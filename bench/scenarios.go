@@ -38,8 +38,8 @@ var benchPipelines = []int{1, 16}
 
 // redisBenchmark is scenario 1. Each run is sized from a short calibration
 // run (which also warms the target up) so that it lasts about Duration.
-// With twemproxy measured, the proxies' system calls are counted in extra
-// runs after the rounds (syscalls.go).
+// With twemproxy measured, the proxies are profiled in extra runs after the
+// rounds (profile.go).
 func (r *runner) redisBenchmark(ctx context.Context) {
 	for _, pipeline := range benchPipelines {
 		for round := 1; round <= r.cfg.Rounds; round++ {
@@ -48,8 +48,8 @@ func (r *runner) redisBenchmark(ctx context.Context) {
 			}
 		}
 	}
-	if r.cfg.measuresTwemproxy() && !r.cfg.NoSyscallProfile {
-		r.syscallProfiles(ctx)
+	if r.cfg.measuresTwemproxy() && !r.cfg.NoProxyProfile {
+		r.proxyProfiles(ctx)
 	}
 }
 

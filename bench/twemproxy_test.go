@@ -149,7 +149,7 @@ func TestReadProxyFds(t *testing.T) {
 	}
 }
 
-func TestSyscallProfileFill(t *testing.T) {
+func TestProxyProfileFill(t *testing.T) {
 	// Total, then client/master of read, readv, write, writev, then each
 	// of profiledCalls, then context switches.
 	counts := []int64{1000, 100, 20, 0, 0, 100, 20, 0, 0}
@@ -158,7 +158,7 @@ func TestSyscallProfileFill(t *testing.T) {
 		counts = append(counts, named[c])
 	}
 	counts = append(counts, 42)
-	p := SyscallProfile{Requests: 100}
+	p := ProxyProfile{Requests: 100}
 	if err := p.fill(counts); err != nil {
 		t.Fatal(err)
 	}
@@ -214,5 +214,62 @@ func TestProxyCPUChecks(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+}
+
+// TestParsePerfScript: samples are sorted by the system call they were in,
+// or by whose code ran in user space.
+func TestParsePerfScript(t *testing.T) {
+	out := `
+	ffffffff81b1 tcp_sendmsg ([kernel.kallsyms])
+	ffffffff81b2 ksys_write ([kernel.kallsyms])
+	ffffffff81b3 do_syscall_64 ([kernel.kallsyms])
+	ffffffff81b4 entry_SYSCALL_64_after_hwframe ([kernel.kallsyms])
+	          b34e internal/runtime/syscall/linux.Syscall6 (/tmp/lockproxy)
+	          c480 github.com/lockproxy/lockproxy/internal/evloop.Write (/tmp/lockproxy)
+
+	ffffffff81c1 do_epoll_wait ([kernel.kallsyms])
+	ffffffff81c2 __x64_sys_epoll_pwait ([kernel.kallsyms])
+	ffffffff81c5 srso_return_thunk ([kernel.kallsyms])
+	ffffffff81c3 x64_sys_call ([kernel.kallsyms])
+	ffffffff81c4 do_syscall_64 ([kernel.kallsyms])
+
+	ffffffff81d1 finish_task_switch ([kernel.kallsyms])
+	ffffffff81d2 exit_to_user_mode_loop ([kernel.kallsyms])
+	ffffffff81d3 do_syscall_64 ([kernel.kallsyms])
+
+	ffffffff81e1 clear_page_erms ([kernel.kallsyms])
+	ffffffff81e2 asm_exc_page_fault ([kernel.kallsyms])
+
+	          1000 runtime.memmove (/tmp/lockproxy)
+	          2000 github.com/lockproxy/lockproxy/quorum.(*Request).complete (/tmp/lockproxy)
+
+	          1000 runtime.scanObject (/tmp/lockproxy)
+	          2000 runtime.gcDrain (/tmp/lockproxy)
+	          3000 runtime.gcBgMarkWorker (/tmp/lockproxy)
+
+	          1000 runtime.findRunnable (/tmp/lockproxy)
+	          2000 runtime.schedule (/tmp/lockproxy)
+
+	          1000 github.com/lockproxy/lockproxy/proxy.(*loopClient).github.com/lockproxy/lockproxy/internal/evloop.kicked (/tmp/lockproxy)
+
+	         3f190 __GI___writev (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+	         11a2b msg_parse (/usr/sbin/nutcracker)
+	         11a2b [unknown] ([unknown])
+`
+	p := parsePerfScript([]byte(out))
+	want := map[string]int{"kernel: write": 1, "kernel: epoll_wait": 1, catReturn: 1, catInterrupts: 1, "user: quorum": 1,
+		catGC: 1, catRuntime: 1, "user: proxy": 1, catLibc: 1, "user: nutcracker": 1}
+	if p.Samples != 10 || len(p.ByCat) != len(want) {
+		t.Fatalf("%d samples in %v, want 10 in %v", p.Samples, p.ByCat, want)
+	}
+	for c, n := range want {
+		if p.ByCat[c] != n {
+			t.Errorf("%s: %d samples, want %d (all: %v)", c, p.ByCat[c], n, p.ByCat)
+		}
+	}
+	if p.Share("kernel: write") != 0.1 || p.top(1) != "kernel: epoll_wait 10%" {
+		t.Errorf("share %v, top %q (ties go by name)", p.Share("kernel: write"), p.top(1))
 	}
 }

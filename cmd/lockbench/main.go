@@ -43,7 +43,7 @@ func run() int {
 		masters  = flag.Int("masters", 5, "number of redis masters")
 		timeout  = flag.Duration("node-timeout", 50*time.Millisecond, "lockproxy's node_timeout, also the degraded p99 bound; raise it on a machine busy with other work, where a master stalled past it fails a redis-benchmark run with NOQUORUM")
 		rounds   = flag.Int("rounds", 3, "rounds of scenarios 1, 2 and 5; their targets are judged on the median round (-quick: 1)")
-		sysprof  = flag.Bool("syscalls", true, "twemproxy: count each proxy's system calls with perf in extra runs after the rounds")
+		profile  = flag.Bool("profile", true, "twemproxy: after the rounds, count each proxy's system calls and sample where its CPU goes with perf, in extra runs")
 		monitor  = flag.Bool("monitor", true, "multiproxy: record the masters' MONITOR streams for the exact refused-while-free figure (costs the masters CPU); false: estimate it from the workers' clock")
 	)
 	flag.Parse()
@@ -52,7 +52,7 @@ func run() int {
 		return 2
 	}
 	cfg := bench.Config{Masters: *masters, NodeTimeout: *timeout, Duration: *duration, Rounds: *rounds, LockproxyBin: *binary, Log: os.Stderr, MultiProxyNoMonitor: !*monitor,
-		NoSyscallProfile: !*sysprof}
+		NoProxyProfile: !*profile}
 	if *quick {
 		cfg.Duration, cfg.Warmup, cfg.Rounds = time.Second, 250*time.Millisecond, 1
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -12,13 +13,15 @@ import (
 	"time"
 )
 
-// Where each proxy's kernel time goes: after scenario 1's rounds, one more
-// redis-benchmark run per proxy and pipeline depth with `perf stat` counting
-// the proxy's system calls (tracepoints, in counting mode), each read and
-// write split by the side of the socket it was made on: the client
+// Where each proxy's CPU goes: after scenario 1's rounds, two more
+// redis-benchmark runs per proxy and pipeline depth. In the first, perf stat
+// counts the proxy's system calls (tracepoints, in counting mode), each read
+// and write split by the side of the socket it was made on: the client
 // connections (opened by redis-benchmark during the run) or the proxy's
-// connections to the masters. perf makes every system call dearer, so these
-// runs give counts only; CPU and req/s are judged on the rounds.
+// connections to the masters. In the second, perf record samples its call
+// stacks (cpuprofile.go). perf makes the proxy's work dearer, so these runs
+// give counts and shares only; CPU per request and req/s are judged on the
+// rounds.
 
 // perfInstall names the package that provides perf on Debian.
 const perfInstall = "apt-get install linux-perf"
@@ -26,9 +29,9 @@ const perfInstall = "apt-get install linux-perf"
 // profileDuration is the longest a profile run lasts.
 const profileDuration = 2 * time.Second
 
-// SyscallProfile is one redis-benchmark run with the proxy's system calls
-// counted.
-type SyscallProfile struct {
+// ProxyProfile is what the profile runs of one proxy at one pipeline depth
+// found.
+type ProxyProfile struct {
 	Target   Target
 	Pipeline int
 	Requests int
@@ -44,12 +47,14 @@ type SyscallProfile struct {
 	Total int64
 	// ContextSwitches of all the proxy's threads.
 	ContextSwitches int64
+	// Where is the CPU profile of the second run.
+	Where *CPUProfile
 	// Err says why the run could not be profiled ("" when it was).
 	Err string
 }
 
 // PerReq returns n per request of the run.
-func (p *SyscallProfile) PerReq(n int64) float64 {
+func (p *ProxyProfile) PerReq(n int64) float64 {
 	if p.Requests <= 0 {
 		return 0
 	}
@@ -69,42 +74,43 @@ var ioCalls = []struct {
 	read bool
 }{{"read", true}, {"readv", true}, {"write", false}, {"writev", false}}
 
-// syscallProfiles runs the profile of each proxy of scenario 1 at each
+// proxyProfiles runs the profile runs of each proxy of scenario 1 at each
 // pipeline depth.
-func (r *runner) syscallProfiles(ctx context.Context) {
+func (r *runner) proxyProfiles(ctx context.Context) {
 	perf, err := exec.LookPath("perf")
 	for _, pipeline := range benchPipelines {
 		for _, t := range r.redisBenchmarkTargets() {
 			if t == Direct || ctx.Err() != nil {
 				continue
 			}
-			p := SyscallProfile{Target: t, Pipeline: pipeline}
+			p := ProxyProfile{Target: t, Pipeline: pipeline}
 			if err != nil {
 				p.Err = "perf not found: install it with `" + perfInstall + "`"
-			} else if perr := r.syscallProfile(ctx, perf, &p); perr != nil {
+			} else if perr := r.proxyProfile(ctx, perf, &p); perr != nil {
 				p.Err = perr.Error()
-				r.fail("syscall profile %s -P %d: %v", t, pipeline, perr)
+				r.fail("profile %s -P %d: %v", t, pipeline, perr)
 			}
-			r.res.Syscalls = append(r.res.Syscalls, p)
+			r.res.Profiles = append(r.res.Profiles, p)
 			if p.Err == "" {
 				fmt.Fprintf(r.cfg.Log, "lockbench: syscalls  %-9s -P %-2d  %.2f/req: client reads %.2f writes %.2f, %d master conns reads %.2f writes %.2f, other %.2f; %.2f context switches/req\n",
 					t, pipeline, p.PerReq(p.Total), p.PerReq(p.Client.Reads), p.PerReq(p.Client.Writes), p.MasterConns,
 					p.PerReq(p.Master.Reads), p.PerReq(p.Master.Writes), p.PerReq(p.Total-p.Client.Total()-p.Master.Total()),
 					p.PerReq(p.ContextSwitches))
+				fmt.Fprintf(r.cfg.Log, "lockbench: profile   %-9s -P %-2d  %d samples: %s\n", t, pipeline, p.Where.Samples, p.Where.top(6))
 			}
 		}
 	}
 }
 
-// syscallProfile fills p from one run of redis-benchmark with perf counting.
-func (r *runner) syscallProfile(ctx context.Context, perf string, p *SyscallProfile) error {
+// proxyProfile runs the profile runs of p's target and pipeline depth.
+func (r *runner) proxyProfile(ctx context.Context, perf string, p *ProxyProfile) error {
 	addr, proc, meter := r.benchEndpoint(p.Target)
 	n, err := r.calibrate(ctx, addr, p.Pipeline, meter)
 	if err != nil {
 		return fmt.Errorf("calibration: %w", err)
 	}
-	// Counts per request settle within a second or two of load: the
-	// profile runs are shorter than the measured ones.
+	// Counts and shares per request settle within a second or two of
+	// load: the profile runs are shorter than the measured ones.
 	if r.cfg.Duration > profileDuration {
 		n = max(1000, int(float64(n)*profileDuration.Seconds()/r.cfg.Duration.Seconds()))
 	}
@@ -113,22 +119,31 @@ func (r *runner) syscallProfile(ctx context.Context, perf string, p *SyscallProf
 		return err
 	}
 	p.MasterConns = len(fds.master)
-	events := profileEvents(fds)
-	out := filepath.Join(r.c.dir, fmt.Sprintf("perf-%s-P%d.csv", p.Target, p.Pipeline))
-	ps, err := startPerfStat(ctx, perf, proc.pid(), out, events)
+	name := filepath.Join(r.c.dir, fmt.Sprintf("perf-%s-P%d", p.Target, p.Pipeline))
+	ps, err := startPerfStat(ctx, perf, proc.pid(), name+".csv", profileEvents(fds))
 	if err != nil {
 		return err
 	}
 	res, err := runRedisBenchmark(ctx, addr, benchClients, p.Pipeline, n, r.cfg.Keys, r.prefix(), meter, r.benchLimit())
-	counts, perr := ps.stop()
+	counts, perr := ps.counts()
+	if err = cmp.Or(err, perr); err != nil {
+		return err
+	}
+	p.Requests = res.Requests
+	if err := p.fill(counts); err != nil {
+		return err
+	}
+	pr, err := startPerfRecord(ctx, perf, proc.pid(), name+".data")
 	if err != nil {
 		return err
 	}
-	if perr != nil {
-		return perr
+	_, err = runRedisBenchmark(ctx, addr, benchClients, p.Pipeline, n, r.cfg.Keys, r.prefix(), meter, r.benchLimit())
+	where, perr := pr.profile(ctx)
+	if err = cmp.Or(err, perr); err != nil {
+		return err
 	}
-	p.Requests = res.Requests
-	return p.fill(counts)
+	p.Where = where
+	return nil
 }
 
 // proxyFds are a proxy's descriptors before a profiled run: those connected
@@ -166,7 +181,7 @@ func profileEvents(fds proxyFds) []perfEvent {
 }
 
 // fill sets p's figures from the counts of profileEvents, in their order.
-func (p *SyscallProfile) fill(counts []int64) error {
+func (p *ProxyProfile) fill(counts []int64) error {
 	want := 1 + 2*len(ioCalls) + len(profiledCalls) + 1
 	if len(counts) != want {
 		return fmt.Errorf("perf stat gave %d counts, want %d", len(counts), want)
@@ -233,8 +248,8 @@ func waitProxyFds(ctx context.Context, pid int, masters []string) (proxyFds, err
 // syscallBenchLines writes each profile as a testing.B line: system calls
 // per request, by kind and side.
 func (res *Results) syscallBenchLines(w io.Writer) {
-	for i := range res.Syscalls {
-		p := &res.Syscalls[i]
+	for i := range res.Profiles {
+		p := &res.Profiles[i]
 		if p.Err != "" || p.Requests <= 0 {
 			continue
 		}
