@@ -64,8 +64,8 @@ func (p *ProxyProfile) PerReq(n int64) float64 {
 // profiledCalls are the system calls counted by name, beside the reads and
 // writes split by side: the event loops' waits and what the Go runtime does
 // around them (futex wake-ups, sysmon's nanosleep, preemption signals).
-var profiledCalls = []string{"read", "readv", "write", "writev", "epoll_wait", "epoll_pwait", "epoll_ctl", "futex",
-	"nanosleep", "sched_yield", "tgkill", "rt_sigreturn"}
+var profiledCalls = []string{"read", "readv", "write", "writev", "epoll_wait", "epoll_pwait", "epoll_ctl", "getpeername",
+	"futex", "nanosleep", "sched_yield", "tgkill", "rt_sigreturn"}
 
 // ioCalls are the calls split by the side of their descriptor, and whether
 // each reads.

@@ -97,8 +97,8 @@ func (res *Results) syscallMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\nSystem calls per request of each proxy, from one more run per proxy and depth with `perf stat` counting its system calls "+
 		"(tracepoints; counts only, since counting makes every call dearer). Reads and writes are split by the socket they were made on: "+
 		"the client connections, or the proxy's connections to masters (*conns*).\n\n"+
-		"| -P | proxy | all calls/req | client reads | client writes | master conns | master reads | master writes | epoll waits | epoll_ctl | futex | nanosleep | other calls | context switches/req |\n"+
-		"|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		"| -P | proxy | all calls/req | client reads | client writes | master conns | master reads | master writes | epoll waits | epoll_ctl | getpeername | futex | nanosleep | other calls | context switches/req |\n"+
+		"|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	var notes []string
 	for i := range res.Profiles {
 		p := &res.Profiles[i]
@@ -107,13 +107,14 @@ func (res *Results) syscallMarkdown(w io.Writer) {
 			continue
 		}
 		other := p.Total - p.Client.Total() - p.Master.Total()
-		for _, c := range []string{"epoll_wait", "epoll_pwait", "epoll_ctl", "futex", "nanosleep"} {
+		for _, c := range []string{"epoll_wait", "epoll_pwait", "epoll_ctl", "getpeername", "futex", "nanosleep"} {
 			other -= p.Calls[c]
 		}
-		fmt.Fprintf(w, "| %d | %s | %.2f | %.2f | %.2f | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", p.Pipeline, p.Target,
+		fmt.Fprintf(w, "| %d | %s | %.2f | %.2f | %.2f | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", p.Pipeline, p.Target,
 			p.PerReq(p.Total), p.PerReq(p.Client.Reads), p.PerReq(p.Client.Writes), p.MasterConns, p.PerReq(p.Master.Reads),
 			p.PerReq(p.Master.Writes), p.PerReq(p.Calls["epoll_wait"]+p.Calls["epoll_pwait"]), p.PerReq(p.Calls["epoll_ctl"]),
-			p.PerReq(p.Calls["futex"]), p.PerReq(p.Calls["nanosleep"]), p.PerReq(other), p.PerReq(p.ContextSwitches))
+			p.PerReq(p.Calls["getpeername"]), p.PerReq(p.Calls["futex"]), p.PerReq(p.Calls["nanosleep"]), p.PerReq(other),
+			p.PerReq(p.ContextSwitches))
 	}
 	for _, n := range notes {
 		fmt.Fprintf(w, "\n%s\n", n)
@@ -178,15 +179,63 @@ func (res *Results) proxyCPUMeaning(w io.Writer) {
 				lp.PerReq(lp.Total), tp.PerReq(tp.Client.Reads), tp.PerReq(tp.Client.Writes), tp.PerReq(tp.Master.Reads),
 				tp.PerReq(tp.Master.Writes), tp.PerReq(tp.Total), tp.PerReq(tp.Calls["epoll_ctl"]))
 		}
+		if lp != nil && tp != nil && lp.Where != nil && tp.Where != nil {
+			l, t := splitProfile(lp.Where, la), splitProfile(tp.Where, ta)
+			fmt.Fprintf(w, " Where the CPU went (profile runs, scaled to the medians), lockproxy against twemproxy, µs/request: "+
+				"reads and writes %.2f against %.2f, epoll %.2f against %.2f, other system calls %.2f against %.2f, rescheduling and "+
+				"interrupts %.2f against %.2f; its own code %.2f (%s) against nutcracker and the C library's %.2f; the Go runtime %.2f and "+
+				"its garbage collector %.2f.", l.io, t.io, l.epoll, t.epoll, l.otherSys, t.otherSys, l.resched, t.resched,
+				l.own, l.ownDetail, t.own, l.runtime, l.gc)
+		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "\n**Which cost remains.** On loopback a `write` also runs the receiving socket's TCP input and wakes its reader, so a "+
-		"write costs the writer several times a read; both proxies make one client read and one client write per client round trip "+
-		"(one per request at -P 1, one per 16 at -P 16), and no proxy goes below that. lockproxy's further kernel time is its master side, "+
-		"%d connections written and read where twemproxy has one; batching divides it by the requests per batch, but each batch is "+
-		"%d writes and %d reads. Its further user time is its own work per request (parsing, the vote, the key queue, the record kept for "+
-		"late undos) and the Go runtime's (the scheduler and sysmon around the event loop's blocking `epoll_pwait`, the garbage collector). "+
-		"`docs/bench/proxy-cpu.md` has a `perf` profile of both proxies and the changes that would lower lockproxy's part.\n", n, n, n)
+	fmt.Fprintf(w, "\n**Which cost remains.** On loopback a `write` also runs the receiving socket's TCP input and wakes its reader, so "+
+		"a write costs the writer several times a read. Both proxies make one client read and one client write per client round trip "+
+		"(one per request at -P 1, one per 16 requests at -P 16); no proxy goes below that, and at -P 1 it is most of either one's CPU. "+
+		"What lockproxy adds in the kernel is its master side: each batch is %d writes and %d reads where twemproxy's is one of each, "+
+		"and every write wakes a master; at -P 16 the batches are large and this is a small part. What it adds in user space is its own "+
+		"work per request (parsing and checking the command, the vote over %d replies, the key queue, the record of a refused attempt "+
+		"kept until its last master has answered, for a late undo) and the Go runtime's (the garbage collector; the scheduler and "+
+		"sysmon around the event loop's blocking `epoll_pwait`). Neither is a limit of the machine: `docs/bench/proxy-cpu.md` has a "+
+		"function-level profile and the changes to lockproxy that would lower its part.\n", n, n, n)
+}
+
+// profileSplit groups a CPU profile's categories for the summary, in µs per
+// request.
+type profileSplit struct {
+	io, epoll, otherSys, resched, own, runtime, gc float64
+	ownDetail                                      string // the proxy's own code by package, largest first
+}
+
+// splitProfile scales p's shares to us µs per request and groups them.
+func splitProfile(p *CPUProfile, us float64) profileSplit {
+	var s profileSplit
+	var own []string
+	for _, c := range p.categories() {
+		v := p.Share(c) * us
+		switch c {
+		case "kernel: read", "kernel: readv", "kernel: write", "kernel: writev":
+			s.io += v
+		case "kernel: epoll_wait", "kernel: epoll_ctl":
+			s.epoll += v
+		case catReturn, catInterrupts:
+			s.resched += v
+		case catRuntime:
+			s.runtime += v
+		case catGC:
+			s.gc += v
+		case catOtherUser:
+		default:
+			if strings.HasPrefix(c, "kernel: ") {
+				s.otherSys += v
+				continue
+			}
+			s.own += v
+			own = append(own, fmt.Sprintf("%s %.2f", strings.TrimPrefix(c, "user: "), v))
+		}
+	}
+	s.ownDetail = strings.Join(own, ", ")
+	return s
 }
 
 // cpuProfileMarkdown writes where each proxy's CPU went: every category of
