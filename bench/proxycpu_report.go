@@ -158,11 +158,20 @@ func (res *Results) proxyCPUMeaning(w io.Writer) {
 		"so run %d `SET`s per request where twemproxy's run one (masters CPU above). The target asks that lockproxy's own process cost "+
 		"no more than twemproxy's all the same.\n\n", n, n, n)
 	for _, p := range benchPipelines {
+		// The round with the median CPU per request, so that user and
+		// kernel add up to it.
 		cpu := func(t Target) (all, user, sys float64, ok bool) {
-			all, ok = res.medianFig(t, p, (*RedisBenchResult).ProxyPerReq)
-			user, _ = res.medianFig(t, p, func(r *RedisBenchResult) float64 { return perReq(r.CPU.Proxy-r.CPU.ProxySys, r.Requests) })
-			sys, _ = res.medianFig(t, p, func(r *RedisBenchResult) float64 { return perReq(r.CPU.ProxySys, r.Requests) })
-			return all, user, sys, ok
+			var rs []*RedisBenchResult
+			for _, r := range res.redisBenchRuns(t, p) {
+				if r.CPU.Proxy >= 0 && r.Requests > 0 {
+					rs = append(rs, r)
+				}
+			}
+			r := medianOf(rs, (*RedisBenchResult).ProxyPerReq)
+			if r == nil {
+				return 0, 0, 0, false
+			}
+			return r.ProxyPerReq(), perReq(r.CPU.Proxy-r.CPU.ProxySys, r.Requests), perReq(r.CPU.ProxySys, r.Requests), true
 		}
 		la, lu, ls, lok := cpu(Lockproxy)
 		ta, tu, ts, tok := cpu(Twemproxy)
@@ -170,7 +179,7 @@ func (res *Results) proxyCPUMeaning(w io.Writer) {
 			continue
 		}
 		fmt.Fprintf(w, "- **-P %d**: lockproxy %.2f µs/request (user %.2f, kernel %.2f) against twemproxy's %.2f (user %.2f, kernel %.2f), "+
-			"medians: %.2f×, %+.2f µs, of which %+.2f in user space and %+.2f in the kernel.", p, la, lu, ls, ta, tu, ts, la/ta, la-ta, lu-tu, ls-ts)
+			"median rounds: %.2f×, %+.2f µs, of which %+.2f in user space and %+.2f in the kernel.", p, la, lu, ls, ta, tu, ts, la/ta, la-ta, lu-tu, ls-ts)
 		lp, tp := res.proxyProfile(Lockproxy, p), res.proxyProfile(Twemproxy, p)
 		if lp != nil && tp != nil {
 			fmt.Fprintf(w, " System calls per request (profile runs): lockproxy %.2f client reads and %.2f client writes, %.2f reads and %.2f writes "+

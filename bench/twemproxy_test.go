@@ -210,7 +210,8 @@ func TestProxyCPUChecks(t *testing.T) {
 	var b strings.Builder
 	res.Markdown(&b, "test")
 	for _, want := range []string{"## 1b. Proxy CPU per request", "| 1 | **proxy CPU µs/req** | – | **10.00** | **10.00** |",
-		"BenchmarkTwemproxy/redis-benchmark/c=0/P=16-", "proxy-cpu-ns/op"} {
+		"BenchmarkTwemproxy/redis-benchmark/c=0/P=16-", "proxy-cpu-ns/op",
+		"- **-P 1**: lockproxy 10.00 µs/request (user 9.00, kernel 1.00) against twemproxy's 10.00 (user 9.00, kernel 1.00)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
