@@ -78,6 +78,11 @@ var ioCalls = []struct {
 // pipeline depth.
 func (r *runner) proxyProfiles(ctx context.Context) {
 	perf, err := exec.LookPath("perf")
+	if err != nil {
+		// Not a failed run: the rounds are measured; the report says
+		// what is missing and how to install it.
+		fmt.Fprintf(r.cfg.Log, "lockbench: proxy profiles skipped: perf not found; install it with `%s`\n", perfInstall)
+	}
 	for _, pipeline := range benchPipelines {
 		for _, t := range r.redisBenchmarkTargets() {
 			if t == Direct || ctx.Err() != nil {
