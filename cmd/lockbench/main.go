@@ -1,12 +1,15 @@
-// Command lockbench measures lockproxy against redsync and a single direct
-// Redis, in one run on masters it starts itself, and writes a markdown report
-// with PNG charts (see package bench).
+// Command lockbench measures lockproxy against redsync, a single direct Redis
+// and twemproxy, in one run on masters it starts itself, and writes a
+// markdown report with PNG charts (see package bench). Measuring twemproxy
+// needs nutcracker (apt-get install nutcracker), and its profile runs need
+// perf (apt-get install linux-perf); -targets without twemproxy, or
+// -profile=false, leave them out.
 //
 //	go run ./cmd/lockbench                      # full run, ~5 minutes (3 rounds of scenarios 1, 2 and 5)
 //	go run ./cmd/lockbench -quick               # smoke run, ~30 seconds
 //	go run ./cmd/lockbench -only hotkey,degraded
 //	go run ./cmd/lockbench -only multiproxy     # 1, 2, 3 lockproxies on one master set, ~95 seconds
-//	go run ./cmd/lockbench -only twemproxy      # redis-benchmark: direct, twemproxy, lockproxy; proxy CPU per request
+//	go run ./cmd/lockbench -only twemproxy      # scenario 1 with twemproxy: proxy CPU per request, ~2 minutes (adds ~50 s to a full run)
 //	go run ./cmd/lockbench -rounds 1            # scenarios 1, 2 and 5 once each
 //
 // The report is printed on stdout and written to -out/REPORT.md; progress
