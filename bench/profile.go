@@ -62,8 +62,10 @@ func (p *ProxyProfile) PerReq(n int64) float64 {
 }
 
 // profiledCalls are the system calls counted by name, beside the reads and
-// writes split by side: the event loops' waits and what the Go runtime does
-// around them (futex wake-ups, sysmon's nanosleep, preemption signals).
+// writes split by side: the event loops' waits and interest changes
+// (twemproxy turns EPOLLOUT on and off around its writes), twemproxy's
+// getpeername (one per request), and what the Go runtime does around the
+// loop (futex wake-ups, sysmon's nanosleep, preemption signals).
 var profiledCalls = []string{"read", "readv", "write", "writev", "epoll_wait", "epoll_pwait", "epoll_ctl", "getpeername",
 	"futex", "nanosleep", "sched_yield", "tgkill", "rt_sigreturn"}
 
