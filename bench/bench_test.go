@@ -142,15 +142,35 @@ func TestParseStat(t *testing.T) {
 	// ticks (fields 14 and 15).
 	line := "4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 12345 0 0"
 	got, err := parseStat([]byte(line))
-	if err != nil || got != 3*time.Second {
-		t.Errorf("parseStat = %v, %v; want 3s", got, err)
+	if want := (procTimes{2500 * time.Millisecond, 500 * time.Millisecond}); err != nil || got != want || got.total() != 3*time.Second {
+		t.Errorf("parseStat = %+v, %v; want %+v", got, err, want)
 	}
 	if _, err := parseStat([]byte("4242 (x) S 1 2")); err == nil {
 		t.Error("no error for a short line")
 	}
 	self, err := procCPU(os.Getpid())
-	if err != nil || self < 0 {
+	if err != nil || self.user < 0 || self.sys < 0 {
 		t.Errorf("procCPU(self) = %v, %v", self, err)
+	}
+}
+
+func TestParseIO(t *testing.T) {
+	in := "rchar: 6976\nwchar: 12\nsyscr: 10\nsyscw: 3\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n"
+	got, err := parseIO([]byte(in))
+	if want := (Syscalls{Reads: 10, Writes: 3}); err != nil || got != want {
+		t.Errorf("parseIO = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := parseIO([]byte("rchar: 1\n")); err == nil {
+		t.Error("no error without syscr/syscw")
+	}
+	// Our own reads of /proc count: the figure moves.
+	a, err := procIO(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := procIO(os.Getpid())
+	if b.Reads <= a.Reads {
+		t.Errorf("procIO(self): reads %d then %d, want growth (the read of /proc/self/io is one)", a.Reads, b.Reads)
 	}
 }
 

@@ -102,7 +102,7 @@ func roundRatios[T any](rs []T, round func(T) int, isNum, isDen func(T) bool, fi
 	return out
 }
 
-// Checks evaluates the targets of issues 3 and 11 on res. The comparisons of
+// Checks evaluates the targets of issues 3, 11 and 12 on res. The comparisons of
 // scenarios 1 and 2 are the median of their rounds' ratios.
 func (res *Results) Checks() []Check {
 	var cs []Check
@@ -116,6 +116,9 @@ func (res *Results) Checks() []Check {
 		ratios := roundRatios(res.RedisBench, func(r RedisBenchResult) int { return r.Round }, is(Lockproxy), is(Direct),
 			func(r RedisBenchResult) float64 { return r.RPS })
 		cs = append(cs, roundsCheck(fmt.Sprintf("redis-benchmark -c 50 -P %d req/s: lockproxy / direct", p.pipeline), ratios, p.goal, true))
+	}
+	if res.Config.measuresTwemproxy() {
+		cs = append(cs, res.proxyCPUChecks()...)
 	}
 
 	w := slices.Max(res.Config.Workers)

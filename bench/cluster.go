@@ -31,7 +31,10 @@ type cluster struct {
 	proxy   *proxyProc // nil without lockproxy
 	// extra are the further lockproxies of the multiproxy scenario, on the
 	// same masters, started from bin into dir.
-	extra       []*proxyProc
+	extra []*proxyProc
+	// twem is twemproxy in front of the first master (twemproxy.go), nil
+	// unless scenario 1 measures it.
+	twem        *proxyProc
 	bin, dir    string
 	nodeTimeout time.Duration
 }
@@ -81,10 +84,14 @@ func (c *cluster) startExtraProxy(ctx context.Context) (*proxyProc, error) {
 }
 
 // meter returns a cpuMeter over the cluster's processes.
-func (c *cluster) meter() *cpuMeter {
+func (c *cluster) meter() *cpuMeter { return c.meterFor(c.proxy) }
+
+// meterFor returns a cpuMeter over the masters with p (nil: none) as the
+// proxy.
+func (c *cluster) meterFor(p *proxyProc) *cpuMeter {
 	m := &cpuMeter{}
-	if c.proxy != nil {
-		m.proxyPids = []int{c.proxy.pid()}
+	if p != nil {
+		m.proxyPids = []int{p.pid()}
 	}
 	for _, s := range c.masters {
 		m.masterPids = append(m.masterPids, s.Pid())
@@ -92,11 +99,15 @@ func (c *cluster) meter() *cpuMeter {
 	return m
 }
 
-// close stops lockproxy, then every master (which also resumes a paused one).
+// close stops the proxies, then every master (which also resumes a paused
+// one).
 func (c *cluster) close() error {
 	var errs []error
 	for _, p := range c.extra {
 		errs = append(errs, p.stop())
+	}
+	if c.twem != nil {
+		errs = append(errs, c.twem.stop())
 	}
 	if c.proxy != nil {
 		errs = append(errs, c.proxy.stop())
@@ -131,8 +142,9 @@ func BuildLockproxy(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-// proxyProc is a lockproxy process started by startProxy.
+// proxyProc is a proxy process (lockproxy or twemproxy) started by launch.
 type proxyProc struct {
+	name   string // "lockproxy" or "nutcracker", for messages
 	addr   string
 	log    string // path of its stderr+stdout
 	cmd    *exec.Cmd
@@ -166,49 +178,56 @@ func startProxy(ctx context.Context, bin, dir string, masters []string, nodeTime
 	if err != nil {
 		return nil, err
 	}
-	p := &proxyProc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), log: filepath.Join(dir, "lockproxy.log")}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	conf := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(conf, []byte(proxyConfig(p.addr, masters, nodeTimeout)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(proxyConfig(addr, masters, nodeTimeout)), 0o644); err != nil {
 		return nil, err
 	}
+	return launch(ctx, "lockproxy", addr, dir, bin, "-config", conf)
+}
+
+// launch runs bin with args in dir, its output in dir/<name>.log, and waits
+// until it answers PING on addr. name is used in messages.
+func launch(ctx context.Context, name, addr, dir, bin string, args ...string) (*proxyProc, error) {
+	p := &proxyProc{name: name, addr: addr, log: filepath.Join(dir, name+".log")}
 	logf, err := os.Create(p.log)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close() // the child holds its own descriptor
-	p.cmd = exec.Command(bin, "-config", conf)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	// Die with the benchmark if it is killed without a chance to clean up.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("bench: start lockproxy: %w", err)
+		return nil, fmt.Errorf("bench: start %s: %w", name, err)
 	}
 	p.exited = make(chan struct{})
 	go func() { _ = p.cmd.Wait(); close(p.exited) }()
 	if err := p.waitReady(ctx); err != nil {
 		p.stop()
-		return nil, fmt.Errorf("%w\n--- lockproxy log tail ---\n%s", err, tail(p.log, 20))
+		return nil, fmt.Errorf("%w\n--- %s log tail ---\n%s", err, name, tail(p.log, 20))
 	}
 	return p, nil
 }
 
 func (p *proxyProc) pid() int { return p.cmd.Process.Pid }
 
-// waitReady polls PING until lockproxy answers +PONG.
+// waitReady polls PING until the proxy answers +PONG.
 func (p *proxyProc) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(proxyReadyTimeout)
 	for {
 		select {
 		case <-p.exited:
-			return fmt.Errorf("bench: lockproxy exited during start: %v", p.cmd.ProcessState)
+			return fmt.Errorf("bench: %s exited during start: %v", p.name, p.cmd.ProcessState)
 		default:
 		}
 		if ping(p.addr) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: lockproxy on %s did not answer PING within %v", p.addr, proxyReadyTimeout)
+			return fmt.Errorf("bench: %s on %s did not answer PING within %v", p.name, p.addr, proxyReadyTimeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -218,7 +237,8 @@ func (p *proxyProc) waitReady(ctx context.Context) error {
 	}
 }
 
-// ping sends an inline PING and reports whether +PONG came back.
+// ping sends PING as a RESP array (twemproxy has no inline commands) and
+// reports whether +PONG came back.
 func ping(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
@@ -226,15 +246,15 @@ func ping(addr string) bool {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
 		return false
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
 	return err == nil && strings.TrimSpace(line) == "+PONG"
 }
 
-// stop sends SIGTERM (lockproxy finishes in-flight operations and exits) and
-// SIGKILL after proxyStopGrace.
+// stop sends SIGTERM (lockproxy finishes in-flight operations and exits;
+// twemproxy just exits) and SIGKILL after proxyStopGrace.
 func (p *proxyProc) stop() error {
 	select {
 	case <-p.exited:
@@ -248,7 +268,7 @@ func (p *proxyProc) stop() error {
 	case <-time.After(proxyStopGrace):
 		_ = p.cmd.Process.Kill()
 		<-p.exited
-		return fmt.Errorf("bench: lockproxy pid %d ignored SIGTERM for %v, killed", p.pid(), proxyStopGrace)
+		return fmt.Errorf("bench: %s pid %d ignored SIGTERM for %v, killed", p.name, p.pid(), proxyStopGrace)
 	}
 }
 

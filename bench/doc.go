@@ -7,13 +7,21 @@
 //   - redsync: github.com/go-redsync/redsync/v4, client-side Redlock over the
 //     same masters (one round trip per master per acquire and per release);
 //   - direct: the same single-node client against one of the masters, the
-//     upper bound without any quorum.
+//     upper bound without any quorum;
+//   - twemproxy: redis-benchmark through twemproxy (nutcracker), the Redis
+//     proxy people already run, forwarding to that one master: the
+//     yardstick for lockproxy's own CPU per request (scenario 1 only).
 //
 // Run starts its own masters (internal/redisproc) and lockproxy, then runs the
 // scenarios one after the other so they never compete for the machine's CPUs:
 //
 //  1. redis-benchmark SET NX PX with 50 plain and 50 pipelined (-P 16)
-//     connections, against lockproxy and one direct master;
+//     connections, against one direct master, twemproxy in front of it
+//     (the twemproxy scenario: nutcracker must be installed) and lockproxy,
+//     with each proxy's CPU per request, user and kernel, and, counted
+//     with perf in extra runs, its system calls per request on the client
+//     and on the master side and where its CPU goes (proxycpu.go,
+//     profile.go);
 //  2. go-redis acquire (SET NX PX of a random key out of 100k) + release (the
 //     compare-and-delete script), 16 and 64 workers, per target;
 //  3. hot key: 64 workers contend for one key, hold it 1ms, release;

@@ -17,7 +17,7 @@ const (
 	ThroughputPNG  = "throughput.png"
 	LatencyCDFPNG  = "latency_cdf.png"
 	benchPkg       = "github.com/lockproxy/lockproxy/bench"
-	cpuColumnsHead = " lockproxy CPU | masters CPU | client CPU | CPU µs/op |"
+	cpuColumnsHead = " proxy CPU | masters CPU | client CPU | CPU µs/op |"
 	cpuColumnsRule = "---:|---:|---:|---:|"
 )
 
@@ -53,7 +53,7 @@ func (res *Results) Markdown(w io.Writer, command string) {
 		"masters is the sum over all %d; client is the load generator (redis-benchmark, or the Go workload process); "+
 		"CPU µs/op is the CPU of all of them per operation. Latencies are in milliseconds.\n\n", cfg.Masters)
 
-	fmt.Fprintf(w, "## Targets (issues 3 and 11)\n\n| comparison | target | measured | |\n|---|---|---:|:-:|\n")
+	fmt.Fprintf(w, "## Targets (issues 3, 11 and 12)\n\n| comparison | target | measured | |\n|---|---|---:|:-:|\n")
 	for _, c := range res.Checks() {
 		v := c.Value
 		if v == "" {
@@ -70,8 +70,10 @@ func (res *Results) Markdown(w io.Writer, command string) {
 				fmtMs(r.Lat.P50), fmtMs(r.Lat.P99), fmtMs(r.Lat.P999), cpuCells(r.CPU, float64(r.Requests)))
 		}
 		fmt.Fprintf(w, "\nLatency is redis-benchmark's own, per request (with -P 16 a request waits for its whole pipeline); "+
-			"p99.9 is read off its percentile distribution. Through lockproxy a refused SET NX (key held) needs no undo when every master answered nil (none set it); a split vote is undone on every master that said yes or did not answer, as Redlock requires.\n")
+			"p99.9 is read off its percentile distribution. Through lockproxy a refused SET NX (key held) needs no undo when every master answered nil (none set it); a split vote is undone on every master that said yes or did not answer, as Redlock requires. "+
+			"The proxy CPU column is the proxy's of the row (lockproxy or twemproxy), – for direct Redis.\n")
 	}
+	res.proxyCPUMarkdown(w)
 
 	if len(res.AcquireRelease) > 0 {
 		fmt.Fprintf(w, "\n## 2. go-redis acquire + release\n\nEach operation: `SET <random key of %d> <token> NX PX 10000`, then the compare-and-delete "+
@@ -179,8 +181,9 @@ func (res *Results) BenchLines(w io.Writer) {
 	fmt.Fprintf(w, "goos: %s\ngoarch: %s\npkg: %s\ncpu: %s\n", runtime.GOOS, runtime.GOARCH, benchPkg, res.Machine.CPUModel)
 	for _, r := range res.RedisBench {
 		name := fmt.Sprintf("%s/redis-benchmark/c=%d/P=%d", benchTarget(r.Target), r.Clients, r.Pipeline)
-		benchLine(w, name, int64(r.Requests), r.RPS, r.Lat, r.CPU)
+		benchLineExtra(w, name, int64(r.Requests), r.RPS, r.Lat, r.CPU, redisBenchExtra(r))
 	}
+	res.syscallBenchLines(w)
 	for _, g := range []struct {
 		name string
 		rs   []LoadResult
@@ -207,11 +210,17 @@ func benchTarget(t Target) string {
 }
 
 func benchLine(w io.Writer, name string, n int64, perSec float64, q Quantiles, c CPU) {
+	benchLineExtra(w, name, n, perSec, q, c, "")
+}
+
+// benchLineExtra is benchLine with further metrics ("\t<value> <unit>"...)
+// at the end.
+func benchLineExtra(w io.Writer, name string, n int64, perSec float64, q Quantiles, c CPU, extra string) {
 	if n <= 0 || perSec <= 0 {
 		return
 	}
 	cpuPerOp := float64(c.Total()) / float64(n)
-	fmt.Fprintf(w, "%s-%d\t%d\t%.0f ns/op\t%.0f ops/s\t%d p50-ns\t%d p99-ns\t%d p99.9-ns\t%.0f cpu-ns/op\n",
+	fmt.Fprintf(w, "%s-%d\t%d\t%.0f ns/op\t%.0f ops/s\t%d p50-ns\t%d p99-ns\t%d p99.9-ns\t%.0f cpu-ns/op%s\n",
 		name, runtime.GOMAXPROCS(0), n, float64(time.Second)/perSec, perSec,
-		q.P50.Nanoseconds(), q.P99.Nanoseconds(), q.P999.Nanoseconds(), cpuPerOp)
+		q.P50.Nanoseconds(), q.P99.Nanoseconds(), q.P999.Nanoseconds(), cpuPerOp, extra)
 }

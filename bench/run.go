@@ -18,6 +18,11 @@ const RedsyncDefaultRetry = "default retry"
 // Scenario names, for Config.Scenarios and the -only flag.
 const (
 	ScenarioRedisBenchmark = "redis-benchmark"
+	// ScenarioTwemproxy adds twemproxy to scenario 1's rounds (and runs
+	// scenario 1 when it is not selected itself): the proxies' own CPU
+	// per request, twemproxy forwarding to one master against lockproxy
+	// deciding a quorum of all of them (proxycpu.go).
+	ScenarioTwemproxy      = "twemproxy"
 	ScenarioAcquireRelease = "acquire-release"
 	ScenarioHotKey         = "hotkey"
 	ScenarioDegraded       = "degraded"
@@ -27,7 +32,7 @@ const (
 // AllScenarios lists the scenarios in the order Run runs them. Degraded and
 // multiproxy come last: they pause a master, which may leave lockproxy's
 // view of it changed.
-var AllScenarios = []string{ScenarioRedisBenchmark, ScenarioAcquireRelease, ScenarioHotKey, ScenarioDegraded, ScenarioMultiProxy}
+var AllScenarios = []string{ScenarioRedisBenchmark, ScenarioTwemproxy, ScenarioAcquireRelease, ScenarioHotKey, ScenarioDegraded, ScenarioMultiProxy}
 
 // Config says what Run measures. The zero value of every field means its
 // documented default.
@@ -69,8 +74,14 @@ type Config struct {
 	// Scenarios selects scenarios by name; empty means AllScenarios.
 	Scenarios []string
 	// Targets selects targets; empty means AllTargets. Without Lockproxy,
-	// no lockproxy is built or started and degraded is skipped.
+	// no lockproxy is built or started and degraded is skipped. Twemproxy
+	// runs only in scenario 1 with the twemproxy scenario selected, and
+	// then needs nutcracker installed.
 	Targets []Target
+	// NoProxyProfile turns off the extra runs of the twemproxy
+	// scenario that count each proxy's system calls and sample where its
+	// CPU goes with perf (profile.go).
+	NoProxyProfile bool
 	// LockproxyBin is a lockproxy binary to run; empty builds ./cmd/lockproxy
 	// of the module in the current directory.
 	LockproxyBin string
@@ -133,6 +144,15 @@ func (c Config) withDefaults() Config {
 func (c Config) has(scenario string) bool { return slices.Contains(c.Scenarios, scenario) }
 func (c Config) uses(t Target) bool       { return slices.Contains(c.Targets, t) }
 
+// measuresTwemproxy reports whether scenario 1 runs twemproxy.
+func (c Config) measuresTwemproxy() bool { return c.uses(Twemproxy) && c.has(ScenarioTwemproxy) }
+
+// loadTargets are the targets of the Go workload scenarios: every selected
+// one but twemproxy.
+func (c Config) loadTargets() []Target {
+	return slices.DeleteFunc(slices.Clone(c.Targets), func(t Target) bool { return t == Twemproxy })
+}
+
 // Results is everything one Run measured.
 type Results struct {
 	Config  Config
@@ -145,6 +165,9 @@ type Results struct {
 	// Degraded is scenario 4 (nil when not run) and DegradedBase the
 	// unpaused figure it is compared with.
 	Degraded, DegradedBase *LoadResult
+	// Profiles are the proxies' system call counts and CPU profiles of
+	// scenario 1 (profile.go), when twemproxy was measured.
+	Profiles []ProxyProfile
 	// MultiProxy holds scenario 5, every round.
 	MultiProxy []MultiProxyResult
 	// Errors are the failures of single runs; the other runs went on.
@@ -178,6 +201,14 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	res := &Results{Config: cfg, Machine: probeMachine(ctx)}
 
+	twemBin := ""
+	if cfg.measuresTwemproxy() {
+		b, err := NutcrackerBinary()
+		if err != nil {
+			return nil, err
+		}
+		twemBin = b
+	}
 	bin := ""
 	if cfg.uses(Lockproxy) {
 		bin = cfg.LockproxyBin
@@ -195,14 +226,25 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		return nil, err
 	}
 	defer c.close()
+	if twemBin != "" {
+		if err := c.startTwemproxy(ctx, twemBin); err != nil {
+			return nil, err
+		}
+	}
 	r := &runner{cfg: cfg, c: c, meter: c.meter(), res: res}
+	scenario1 := false
 	for _, s := range AllScenarios {
 		if !cfg.has(s) || ctx.Err() != nil {
 			continue
 		}
 		switch s {
-		case ScenarioRedisBenchmark:
-			r.redisBenchmark(ctx)
+		case ScenarioRedisBenchmark, ScenarioTwemproxy:
+			// One set of rounds for both: twemproxy runs beside the
+			// others, never on its own.
+			if !scenario1 {
+				r.redisBenchmark(ctx)
+				scenario1 = true
+			}
 		case ScenarioAcquireRelease:
 			r.acquireRelease(ctx)
 		case ScenarioHotKey:

@@ -27,44 +27,92 @@ func (r *runner) fail(format string, args ...any) {
 	fmt.Fprintln(r.cfg.Log, "lockbench: ERROR:", msg)
 }
 
+// Scenario 1's redis-benchmark settings.
+const (
+	benchClients = 50
+	benchTimeout = 30 * time.Second // beyond 4 Durations
+)
+
+// benchPipelines are scenario 1's pipeline depths (-P).
+var benchPipelines = []int{1, 16}
+
 // redisBenchmark is scenario 1. Each run is sized from a short calibration
 // run (which also warms the target up) so that it lasts about Duration.
+// With twemproxy measured, the proxies are profiled in extra runs after the
+// rounds (profile.go).
 func (r *runner) redisBenchmark(ctx context.Context) {
-	const clients = 50
-	limit := 4*r.cfg.Duration + 30*time.Second
-	for _, pipeline := range []int{1, 16} {
+	for _, pipeline := range benchPipelines {
 		for round := 1; round <= r.cfg.Rounds; round++ {
-			for _, t := range []Target{Direct, Lockproxy} {
-				if !r.cfg.uses(t) {
-					continue
-				}
-				r.redisBenchmarkRun(ctx, t, clients, pipeline, round, limit)
+			for _, t := range r.redisBenchmarkTargets() {
+				r.redisBenchmarkRun(ctx, t, pipeline, round)
 			}
 		}
 	}
+	if r.cfg.measuresTwemproxy() && !r.cfg.NoProxyProfile {
+		r.proxyProfiles(ctx)
+	}
 }
 
-// redisBenchmarkRun is one calibrated redis-benchmark run of scenario 1.
-func (r *runner) redisBenchmarkRun(ctx context.Context, t Target, clients, pipeline, round int, limit time.Duration) {
-	addr := r.c.masters[0].Addr
-	if t == Lockproxy {
-		addr = r.c.proxy.addr
+// redisBenchmarkTargets are the targets of scenario 1, in the order each
+// round runs them.
+func (r *runner) redisBenchmarkTargets() []Target {
+	var ts []Target
+	for _, t := range []Target{Direct, Twemproxy, Lockproxy} {
+		if r.cfg.uses(t) && (t != Twemproxy || r.cfg.measuresTwemproxy()) {
+			ts = append(ts, t)
+		}
 	}
-	cal, err := runRedisBenchmark(ctx, addr, clients, pipeline, max(2000, clients*pipeline*40), r.cfg.Keys, r.prefix(), r.meter, limit)
+	return ts
+}
+
+// benchEndpoint returns the address redis-benchmark drives for target t and
+// a meter whose proxy is t's proxy process (none for direct Redis).
+func (r *runner) benchEndpoint(t Target) (string, *proxyProc, *cpuMeter) {
+	switch t {
+	case Lockproxy:
+		return r.c.proxy.addr, r.c.proxy, r.c.meterFor(r.c.proxy)
+	case Twemproxy:
+		return r.c.twem.addr, r.c.twem, r.c.meterFor(r.c.twem)
+	}
+	return r.c.masters[0].Addr, nil, r.c.meterFor(nil)
+}
+
+// calibrate runs redis-benchmark briefly against addr (which also warms the
+// target up) and returns the request count that lasts about Duration.
+func (r *runner) calibrate(ctx context.Context, addr string, pipeline int, meter *cpuMeter) (int, error) {
+	cal, err := runRedisBenchmark(ctx, addr, benchClients, pipeline, max(2000, benchClients*pipeline*40), r.cfg.Keys, r.prefix(),
+		meter, r.benchLimit())
+	if err != nil {
+		return 0, err
+	}
+	return max(1000, int(cal.RPS*r.cfg.Duration.Seconds())), nil
+}
+
+func (r *runner) benchLimit() time.Duration { return 4*r.cfg.Duration + benchTimeout }
+
+// redisBenchmarkRun is one calibrated redis-benchmark run of scenario 1.
+func (r *runner) redisBenchmarkRun(ctx context.Context, t Target, pipeline, round int) {
+	clients := benchClients
+	addr, _, meter := r.benchEndpoint(t)
+	n, err := r.calibrate(ctx, addr, pipeline, meter)
 	if err != nil {
 		r.fail("redis-benchmark %s -P %d calibration: %v", t, pipeline, err)
 		return
 	}
-	n := max(1000, int(cal.RPS*r.cfg.Duration.Seconds()))
-	res, err := runRedisBenchmark(ctx, addr, clients, pipeline, n, r.cfg.Keys, r.prefix(), r.meter, limit)
+	res, err := runRedisBenchmark(ctx, addr, clients, pipeline, n, r.cfg.Keys, r.prefix(), meter, r.benchLimit())
 	if err != nil {
 		r.fail("redis-benchmark %s -P %d: %v", t, pipeline, err)
 		return
 	}
 	res.Target, res.Round = t, round
 	r.res.RedisBench = append(r.res.RedisBench, res)
-	fmt.Fprintf(r.cfg.Log, "lockbench: redis-benchmark %-9s -c %d -P %-2d round %d  %9.0f req/s  p50 %v  p99 %v\n",
-		t, clients, pipeline, round, res.RPS, res.Lat.P50.Round(time.Microsecond), res.Lat.P99.Round(time.Microsecond))
+	proxy := ""
+	if res.CPU.Proxy >= 0 {
+		proxy = fmt.Sprintf("  %s CPU %.2f µs/req (sys %.2f), %.2f syscalls/req", t, perReq(res.CPU.Proxy, res.Requests),
+			perReq(res.CPU.ProxySys, res.Requests), float64(res.CPU.ProxyIO.Total())/float64(res.Requests))
+	}
+	fmt.Fprintf(r.cfg.Log, "lockbench: redis-benchmark %-9s -c %d -P %-2d round %d  %9.0f req/s  p50 %v  p99 %v%s\n",
+		t, clients, pipeline, round, res.RPS, res.Lat.P50.Round(time.Microsecond), res.Lat.P99.Round(time.Microsecond), proxy)
 }
 
 // load runs one Go workload against target t.
@@ -89,7 +137,7 @@ func (r *runner) load(ctx context.Context, name string, t Target, spec loadSpec)
 func (r *runner) acquireRelease(ctx context.Context) {
 	for _, w := range r.cfg.Workers {
 		for round := 1; round <= r.cfg.Rounds; round++ {
-			for _, t := range r.cfg.Targets {
+			for _, t := range r.cfg.loadTargets() {
 				spec := loadSpec{workers: w, warmup: r.cfg.Warmup, duration: r.cfg.Duration, keys: r.cfg.Keys, prefix: r.prefix()}
 				res, err := r.load(ctx, ScenarioAcquireRelease, t, spec)
 				if err != nil {
@@ -115,7 +163,7 @@ func (r *runner) hotKey(ctx context.Context) {
 		name  string
 	}
 	var vs []variant
-	for _, t := range r.cfg.Targets {
+	for _, t := range r.cfg.loadTargets() {
 		vs = append(vs, variant{t, retryBackoff, ""})
 		if t == Redsync {
 			vs = append(vs, variant{t, retryDefault, RedsyncDefaultRetry})

@@ -27,10 +27,16 @@ const (
 	Redsync Target = "redsync"
 	// Direct is a single-node client against the first master alone.
 	Direct Target = "direct"
+	// Twemproxy is redis-benchmark against twemproxy (nutcracker) in front
+	// of the first master alone (twemproxy.go). Only scenario 1 measures
+	// it, and only when the twemproxy scenario is selected: it is a
+	// forwarding proxy, so the Go lock workloads through it would measure
+	// direct Redis plus one hop.
+	Twemproxy Target = "twemproxy"
 )
 
 // AllTargets lists every target in report order.
-var AllTargets = []Target{Lockproxy, Redsync, Direct}
+var AllTargets = []Target{Lockproxy, Redsync, Direct, Twemproxy}
 
 // lockTTL is the TTL of every lock the workloads take (PX 10000).
 const lockTTL = 10 * time.Second
@@ -243,6 +249,8 @@ func newFactory(t Target, c *cluster, workers int) (*lockerFactory, error) {
 			addrs[i] = m.Addr
 		}
 		return newRedsyncFactory(addrs, workers), nil
+	case Twemproxy:
+		return nil, errors.New("bench: twemproxy is measured by redis-benchmark only (scenario 1)")
 	}
 	return nil, fmt.Errorf("bench: unknown target %q", t)
 }

@@ -1,11 +1,15 @@
-// Command lockbench measures lockproxy against redsync and a single direct
-// Redis, in one run on masters it starts itself, and writes a markdown report
-// with PNG charts (see package bench).
+// Command lockbench measures lockproxy against redsync, a single direct Redis
+// and twemproxy, in one run on masters it starts itself, and writes a
+// markdown report with PNG charts (see package bench). Measuring twemproxy
+// needs nutcracker (apt-get install nutcracker), and its profile runs need
+// perf (apt-get install linux-perf); -targets without twemproxy, or
+// -profile=false, leave them out.
 //
 //	go run ./cmd/lockbench                      # full run, ~5 minutes (3 rounds of scenarios 1, 2 and 5)
 //	go run ./cmd/lockbench -quick               # smoke run, ~30 seconds
 //	go run ./cmd/lockbench -only hotkey,degraded
 //	go run ./cmd/lockbench -only multiproxy     # 1, 2, 3 lockproxies on one master set, ~95 seconds
+//	go run ./cmd/lockbench -only twemproxy      # scenario 1 with twemproxy: proxy CPU per request, ~2 minutes (adds ~50 s to a full run)
 //	go run ./cmd/lockbench -rounds 1            # scenarios 1, 2 and 5 once each
 //
 // The report is printed on stdout and written to -out/REPORT.md; progress
@@ -37,10 +41,12 @@ func run() int {
 		duration = flag.Duration("duration", 5*time.Second, "recorded length of each run")
 		quick    = flag.Bool("quick", false, "smoke run: 1s per run, 250ms warm-up")
 		only     = flag.String("only", "", "comma-separated scenarios to run (default all): "+strings.Join(bench.AllScenarios, ","))
-		targets  = flag.String("targets", "", "comma-separated targets (default all): lockproxy,redsync,direct")
+		targets  = flag.String("targets", "", "comma-separated targets (default all): "+targetList())
 		binary   = flag.String("lockproxy", "", "lockproxy binary to run (default: build ./cmd/lockproxy)")
 		masters  = flag.Int("masters", 5, "number of redis masters")
+		timeout  = flag.Duration("node-timeout", 50*time.Millisecond, "lockproxy's node_timeout, also the degraded p99 bound; raise it on a machine busy with other work, where a master stalled past it fails a redis-benchmark run with NOQUORUM")
 		rounds   = flag.Int("rounds", 3, "rounds of scenarios 1, 2 and 5; their targets are judged on the median round (-quick: 1)")
+		profile  = flag.Bool("profile", true, "twemproxy: after the rounds, count each proxy's system calls and sample where its CPU goes with perf, in extra runs")
 		monitor  = flag.Bool("monitor", true, "multiproxy: record the masters' MONITOR streams for the exact refused-while-free figure (costs the masters CPU); false: estimate it from the workers' clock")
 	)
 	flag.Parse()
@@ -48,7 +54,8 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "lockbench: unexpected arguments %q\n", flag.Args())
 		return 2
 	}
-	cfg := bench.Config{Masters: *masters, Duration: *duration, Rounds: *rounds, LockproxyBin: *binary, Log: os.Stderr, MultiProxyNoMonitor: !*monitor}
+	cfg := bench.Config{Masters: *masters, NodeTimeout: *timeout, Duration: *duration, Rounds: *rounds, LockproxyBin: *binary, Log: os.Stderr, MultiProxyNoMonitor: !*monitor,
+		NoProxyProfile: !*profile}
 	if *quick {
 		cfg.Duration, cfg.Warmup, cfg.Rounds = time.Second, 250*time.Millisecond, 1
 	}
@@ -61,7 +68,7 @@ func run() int {
 	}
 	for _, t := range split(*targets) {
 		if !slices.Contains(bench.AllTargets, bench.Target(t)) {
-			fmt.Fprintf(os.Stderr, "lockbench: -targets: unknown target %q (have lockproxy,redsync,direct)\n", t)
+			fmt.Fprintf(os.Stderr, "lockbench: -targets: unknown target %q (have %s)\n", t, targetList())
 			return 2
 		}
 		cfg.Targets = append(cfg.Targets, bench.Target(t))
@@ -84,6 +91,15 @@ func run() int {
 		}
 	}
 	return status
+}
+
+// targetList is bench.AllTargets comma-separated.
+func targetList() string {
+	names := make([]string, len(bench.AllTargets))
+	for i, t := range bench.AllTargets {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ",")
 }
 
 // split splits a comma-separated flag value, dropping empty items.
