@@ -67,6 +67,11 @@ type Script struct {
 	// answers the quorum max-register's increment of it instead, which
 	// never goes back (docs/fencing.md).
 	Counter quorum.Arg
+	// Signals are the lists the script pushes to when it answers yes
+	// (python-redis-lock's release fills the list its blocked acquirers
+	// BLPOP): a yes emits a push event for each, which wakes the BLPOP
+	// waiters of every proxy (blocking.go).
+	Signals []quorum.Arg
 
 	op *quorum.ScriptOp // how the engine runs it, built once by finish
 }

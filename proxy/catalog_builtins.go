@@ -23,6 +23,8 @@ var (
 	// signalTTL is python-redis-lock's signal_expire: the TTL in ms of
 	// the list that wakes waiters, in ARGV[2] of unlock and reset.
 	signalTTL = []ArgTTL{{Arg: 2, Unit: quorum.Millis}}
+	// signalList is the list unlock and reset push to (KEYS[2]).
+	signalList = []quorum.Arg{{Keys: true, Index: 2}}
 )
 
 // builtins is the built-in catalog. A body shared by two libraries is one
@@ -119,7 +121,7 @@ var builtins = []builtin{
 	// python-redis-lock 4.x Lock.release: 1 when not ours (NotAcquired),
 	// else DEL the lock, signal waiters on KEYS[2] → 0. Zero is the yes.
 	// The signal list KEYS[2] gets PEXPIRE ARGV[2] (signal_expire, ms).
-	{"python-redis-lock_unlock", Script{Name: "python-redis-lock unlock", Kind: quorum.Release, Yes: quorum.YesZero, NoReply: replyOne, OtherTTLs: signalTTL}},
+	{"python-redis-lock_unlock", Script{Name: "python-redis-lock unlock", Kind: quorum.Release, Yes: quorum.YesZero, NoReply: replyOne, OtherTTLs: signalTTL, Signals: signalList}},
 	// python-redis-lock 4.x Lock.extend: 1 when not ours (NotAcquired), 2 when
 	// the key has no TTL (NotExpirable), else EXPIRE ARGV[2] seconds → 0.
 	{"python-redis-lock_extend", Script{Name: "python-redis-lock extend", Kind: quorum.Extend, Yes: quorum.YesZero, TTLArg: 2, TTLUnit: quorum.Seconds, NoReply: replyOne}},
@@ -129,7 +131,7 @@ var builtins = []builtin{
 	// quorum held the key. The signal list KEYS[2] gets PEXPIRE ARGV[2] ms.
 	// Force: it deletes another token's lock, so allow_force_acquire =
 	// false refuses it, as it refuses a force acquisition.
-	{"python-redis-lock_reset", Script{Name: "python-redis-lock reset", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero, OtherTTLs: signalTTL, Force: true}},
+	{"python-redis-lock_reset", Script{Name: "python-redis-lock reset", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero, OtherTTLs: signalTTL, Force: true, Signals: signalList}},
 
 	// rueidislock (rueidis v1.0.79) acquire with SET NX PX ARGV[2] ms → OK,
 	// else nil (the GET only registers client-side tracking).

@@ -48,10 +48,22 @@ func init() {
 		"incrby": {fn: cmdIncr, arity: 3},
 		"decr":   {fn: cmdDecr, arity: 2},
 		"decrby": {fn: cmdDecr, arity: 3},
+		// Pub/sub and blocking pops on signal lists (proxy/pubsub).
+		"subscribe":    {fn: cmdSubscribe, arity: -2},
+		"psubscribe":   {fn: cmdSubscribe, arity: -2},
+		"ssubscribe":   {fn: cmdSubscribe, arity: -2},
+		"unsubscribe":  {fn: cmdSubscribe, arity: -1},
+		"punsubscribe": {fn: cmdSubscribe, arity: -1},
+		"sunsubscribe": {fn: cmdSubscribe, arity: -1},
+		"publish":      {fn: cmdPublish, arity: 3},
+		"spublish":     {fn: cmdPublish, arity: 3},
+		"blpop":        {fn: cmdBlockingPop, arity: -3},
+		"brpop":        {fn: cmdBlockingPop, arity: -3},
 		// Connection and introspection: answered by lockproxy itself.
 		"ping":    {fn: cmdPing, arity: -1},
 		"echo":    {fn: cmdEcho, arity: 2},
 		"quit":    {fn: cmdQuit, arity: -1, open: true},
+		"reset":   {fn: cmdReset, arity: 1, open: true},
 		"select":  {fn: cmdSelect, arity: 2},
 		"auth":    {fn: cmdAuth, arity: -2, open: true},
 		"hello":   {fn: cmdHello, arity: -1, open: true},
@@ -82,6 +94,10 @@ func (s *Server) command(c *client, args [][]byte) {
 	}
 	if (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity) {
 		c.errorf("ERR wrong number of arguments for '%s' command", string(name)) // a copy: name is on the stack
+		return
+	}
+	if msg := subscribedRefusal(c, name); msg != "" {
+		c.errorf("%s", msg)
 		return
 	}
 	spec.fn(s, c, args)
@@ -116,6 +132,8 @@ const (
 	renderReply                     // the quorum reply as it is
 	renderSetNX                     // OK → :1, anything else → :0
 	renderTTLSecs                   // a PTTL in ms → TTL in s
+	renderPublish                   // the receivers of a PUBLISH over the masters' counts
+	renderBlocked                   // a BLPOP's answer (blk.reply)
 )
 
 // slot is one command's place in the pipeline's replies.
@@ -123,7 +141,10 @@ type slot struct {
 	req      *quorum.Request
 	kind     renderKind
 	resp3    bool
-	off, end int // renderLocal: c.localBuf[off:end]
+	off, end int          // renderLocal: c.localBuf[off:end]
+	ev       *slotEvent   // what its decision tells the other proxies (events.go)
+	pub      *publishSlot // renderPublish
+	blk      *blocker     // renderBlocked
 }
 
 // Local replies are encoded at once (with the protocol in force for that
@@ -171,10 +192,18 @@ func (c *client) releaseSlots() {
 
 // render appends slot sl's reply to out.
 func (s *Server) render(out []byte, c *client, sl *slot) []byte {
-	if sl.kind == renderLocal {
+	switch sl.kind {
+	case renderLocal:
 		return append(out, c.localBuf[sl.off:sl.end]...)
+	case renderBlocked:
+		return append(out, sl.blk.reply...)
+	case renderPublish:
+		return s.renderPublished(out, sl)
 	}
 	r := sl.req
+	if sl.ev != nil {
+		s.emit(sl)
+	}
 	s.cfg.Metrics.outcome(r)
 	rep, err := r.Result()
 	if err != nil {
@@ -195,6 +224,10 @@ func (s *Server) render(out []byte, c *client, sl *slot) []byte {
 }
 
 func cmdPing(s *Server, c *client, args [][]byte) {
+	if c.subs > 0 && !c.resp3 && len(args) <= 2 {
+		pingSubscribed(c, args)
+		return
+	}
 	switch len(args) {
 	case 1:
 		c.status("PONG")

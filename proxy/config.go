@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -82,6 +83,17 @@ type Config struct {
 	// the loop (tests of that transport; platforms without epoll do so
 	// anyway).
 	StreamClients bool
+	// Hub carries pub/sub and lockproxy's events between proxies
+	// (proxy/pubsub): SUBSCRIBE and its kin, PUBLISH, BLPOP/BRPOP, keyspace
+	// notifications. nil: those commands are refused.
+	Hub *pubsub.Hub
+	// PubSubHardLimit, PubSubSoftLimit and PubSubSoftFor bound what a
+	// subscriber has not read: past the hard limit, or past the soft one
+	// for PubSubSoftFor, it is disconnected (Redis's
+	// client-output-buffer-limit pubsub 32mb 8mb 60, the defaults).
+	PubSubHardLimit int64
+	PubSubSoftLimit int64
+	PubSubSoftFor   time.Duration
 	// Metrics receives counters (NewMetrics); nil: counted, not exposed.
 	Metrics *Metrics
 	Logger  *slog.Logger
@@ -114,6 +126,15 @@ func (cfg *Config) check() error {
 	}
 	if cfg.MaxInputTotal <= 0 {
 		cfg.MaxInputTotal = defaultMaxInputTotal
+	}
+	if cfg.PubSubHardLimit <= 0 {
+		cfg.PubSubHardLimit = 32 << 20
+	}
+	if cfg.PubSubSoftLimit <= 0 {
+		cfg.PubSubSoftLimit = 8 << 20
+	}
+	if cfg.PubSubSoftFor <= 0 {
+		cfg.PubSubSoftFor = 60 * time.Second
 	}
 	if cfg.MaxInputTotal < 4*int64(cfg.MaxQueryBuffer) {
 		return fmt.Errorf("client_query_buffer_total (%d) must be at least 4 × client_query_buffer_limit (%d): the longest command, with what is read ahead and the TLS reader's copy, must fit beside others", cfg.MaxInputTotal, cfg.MaxQueryBuffer)

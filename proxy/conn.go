@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/internal/resp"
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -51,12 +52,21 @@ type clientConn struct {
 	rest        []byte
 	awaitScript bool
 	closed      bool
+
+	// Pub/sub (pushes.go): what the hub delivered, not yet taken by the
+	// loop (push) and taken but not yet framed (pushed); since when the
+	// unwritten output is over the soft limit.
+	push      pushQueue
+	pushed    []pubsub.Message
+	softSince int64
+	blk       *blocker // a BLPOP this connection is blocked in
 }
 
 func newClientConn(f *front, t transport, addr string) *clientConn {
 	now := evloop.Now()
 	lc := &clientConn{f: f, t: t, since: now, last: now}
 	lc.c = f.s.newClient(addr, quorum.NewWaiterFunc(func() { f.loop.Kick(lc) }))
+	lc.c.conn = lc
 	lc.g.Limits = guardLimits(f.s.cfg)
 	lc.g.Authed = &lc.c.authed
 	lc.g.Budget = f.s.budget
@@ -191,6 +201,15 @@ func (lc *clientConn) pipeline(data []byte) {
 		if len(lc.args) > 0 {
 			s.command(c, lc.args)
 		}
+		if c.blocking {
+			// A BLPOP blocks: the rest of the pipeline runs once it is
+			// answered, as on Redis.
+			c.blocking = false
+			if len(data) > 0 {
+				lc.rest = append([]byte(nil), data...)
+			}
+			break
+		}
 		if c.deferred {
 			// A script is being understood: this command and the rest of
 			// the pipeline run once it is, in their order; the replies of
@@ -233,6 +252,9 @@ func (lc *clientConn) finish() {
 	if cap(c.localBuf) > 1<<20 {
 		c.localBuf = nil // don't keep a burst's buffer
 	}
+	if len(lc.pushed) > 0 {
+		lc.out = lc.framePushes(lc.out) // delivered while the pipeline ran
+	}
 	if lc.inlineErr != nil {
 		lc.protocolError(lc.inlineErr)
 	}
@@ -245,6 +267,9 @@ func (lc *clientConn) finish() {
 // drop forgets the pipeline of a connection that closed while it waited.
 func (lc *clientConn) drop() {
 	for i := range lc.c.slots {
+		if lc.c.slots[i].ev != nil {
+			lc.f.s.emit(&lc.c.slots[i]) // decided, though nobody reads it
+		}
 		lc.c.slots[i] = slot{}
 	}
 	lc.c.slots = lc.c.slots[:0]
@@ -356,6 +381,10 @@ func (lc *clientConn) closeWith(last []byte) {
 	}
 	lc.closed = true
 	lc.t.close(last)
+	lc.leaveHub()
+	if lc.blk != nil {
+		lc.blk.finish(nil) // nobody to answer; the pipeline ends (Run)
+	}
 	delete(lc.f.conns, lc)
 	delete(lc.f.stuck, lc)
 	lc.f.s.budget.Release(&lc.g)

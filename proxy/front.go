@@ -25,6 +25,9 @@ type front struct {
 	drained chan struct{} // closed once closing and every connection is closed
 	isDrain bool
 	sweepAt int64 // next look for timed-out connections (idle.go); 0: none planned
+
+	blocked    map[string]map[*blocker]struct{} // BLPOP waiters by key (blocking.go)
+	stopListen func()                           // ends the hub's events to onEvent
 }
 
 // loopFront returns the Server's front, starting it on first use.
@@ -34,6 +37,10 @@ func (s *Server) loopFront() (*front, error) {
 			s: s, loop: s.loop,
 			conns: map[*clientConn]struct{}{}, waiting: map[*clientConn]struct{}{}, stuck: map[*clientConn]struct{}{},
 			drained: make(chan struct{}),
+			blocked: map[string]map[*blocker]struct{}{},
+		}
+		if s.cfg.Hub != nil {
+			f.stopListen = s.cfg.Hub.Listen(f.onEvent)
 		}
 		ready := make(chan struct{})
 		if s.frontErr = f.loop.Post(func() { f.alarm = f.loop.NewAlarm(f); close(ready) }); s.frontErr != nil {
@@ -157,7 +164,7 @@ func (f *front) writeDeadline() time.Time {
 // grace) are closed, and so are those past their idle or handshake
 // timeout. Requests' deadlines are the engine's.
 func (f *front) Fire(now int64) int64 {
-	next := f.sweep(now)
+	next := min(f.sweep(now), f.expireBlocked(now))
 	for lc := range f.stuck {
 		limit := lc.writeLimit()
 		if now >= limit {
@@ -174,6 +181,10 @@ func (f *front) Fire(now int64) int64 {
 // their running pipeline is answered.
 func (f *front) shutdown(writeBy int64) {
 	f.closing, f.writeBy = true, writeBy
+	if f.stopListen != nil {
+		f.stopListen()
+	}
+	f.unblockAll()
 	for lc := range f.conns {
 		if !lc.busy && lc.outOff == len(lc.out) {
 			lc.close()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/redisproc"
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/redis/go-redis/v9"
 )
@@ -34,6 +35,7 @@ type cluster struct {
 	addr       string
 	clientTLS  *tls.Config // the clients' side of a TLS listener; nil: plain TCP
 	quarantine bool        // the engine runs the restart quarantine
+	hub        *pubsub.Hub // withHub
 }
 
 type clusterOpt func(*proxy.Config, *quorum.Config)
@@ -104,6 +106,7 @@ func startFront(t testing.TB, masters []*redisproc.Server, useTLS bool, opts ...
 		t.Fatal(err)
 	}
 	pc.Engine = c.engine
+	c.wireHub(&pc)
 	c.srv, err = proxy.New(pc)
 	if err != nil {
 		t.Fatal(err)

@@ -67,9 +67,10 @@ func (f *front) sweep(now int64) int64 {
 	}
 	idle, hs := int64(f.s.cfg.IdleTimeout), int64(f.s.cfg.HandshakeTimeout)
 	for lc := range f.conns {
-		if lc.active || lc.busy || lc.outOff < len(lc.out) {
-			// Active since the last sweep, waiting for the masters, or
-			// waiting for the client to read: not idle.
+		if lc.active || lc.busy || lc.outOff < len(lc.out) || lc.c.subs > 0 {
+			// Active since the last sweep, waiting for the masters (or
+			// blocked in BLPOP), waiting for the client to read, or
+			// subscribed (as Redis exempts pub/sub clients): not idle.
 			lc.active, lc.last = false, now
 		}
 		switch {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -33,6 +34,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		{"replication", infoReplication},
 		{"keyspace", infoKeyspace},
 		{"quorum", s.infoQuorum},
+		{"pubsub", s.infoPubSub},
 	} {
 		if !all && !want[sec.name] {
 			continue
@@ -70,7 +72,7 @@ func (s *Server) infoServer(b *strings.Builder) {
 func (s *Server) infoClients(b *strings.Builder) {
 	field(b, "connected_clients", s.clients.Load())
 	field(b, "maxclients", s.cfg.MaxClients)
-	field(b, "blocked_clients", 0)
+	field(b, "blocked_clients", s.blockedN.Load())
 	field(b, "requirepass", map[bool]string{false: "no", true: "yes"}[s.cfg.RequirePass != ""])
 	field(b, "client_input_bytes", s.budget.Used())
 	field(b, "client_query_buffer_total", s.budget.Limit())
@@ -192,8 +194,12 @@ func (s *Server) infoQuorum(b *strings.Builder) {
 // persistence settings redis-benchmark asks for). CONFIG SET and others are
 // refused: lockproxy is configured by its file.
 func cmdConfig(s *Server, c *client, args [][]byte) {
+	if strings.ToLower(string(args[1])) == "set" {
+		configSet(s, c, args)
+		return
+	}
 	if strings.ToLower(string(args[1])) != "get" || len(args) < 3 {
-		c.errorf("ERR unknown or unsupported command 'config %s': lockproxy supports CONFIG GET only; it is configured by config.toml", clip(args[1]))
+		c.errorf("ERR unknown or unsupported command 'config %s': lockproxy supports CONFIG GET, and CONFIG SET of notify-keyspace-events only; it is configured by config.toml", clip(args[1]))
 		return
 	}
 	cfg := s.cfg.Engine.Config()
@@ -209,6 +215,9 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 		"clock-drift-factor": strconv.FormatFloat(cfg.DriftFactor, 'g', -1, 64),
 		"masters":            strings.Join(cfg.Masters, ","),
 		"default-ttl":        s.cfg.DefaultTTL.String(),
+	}
+	if hub := s.cfg.Hub; hub != nil {
+		params["notify-keyspace-events"] = hub.KeyspaceEvents()
 	}
 	var pairs [][2]string
 	for _, pat := range args[2:] {
@@ -233,4 +242,38 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 		}
 		return b
 	})
+}
+
+// configSet is CONFIG SET notify-keyspace-events <flags>: it sets which
+// keyspace notifications this proxy synthesizes from lockproxy's events
+// (proxy/pubsub). The masters' own setting is not touched, and other
+// proxies keep theirs (config.toml's notify_keyspace_events gives every
+// proxy the same from the start). Any other parameter is refused: the
+// proxy is configured by config.toml.
+func configSet(s *Server, c *client, args [][]byte) {
+	if len(args) < 4 || len(args)%2 != 0 {
+		c.errorf("ERR wrong number of arguments for 'config|set' command")
+		return
+	}
+	for i := 2; i < len(args); i += 2 {
+		if p := strings.ToLower(string(args[i])); p != "notify-keyspace-events" {
+			c.errorf("ERR CONFIG SET '%s' is not supported: lockproxy accepts CONFIG SET notify-keyspace-events only; everything else is set in config.toml", clip(args[i]))
+			return
+		}
+	}
+	hub := s.cfg.Hub
+	if hub == nil {
+		c.errorf(errNoHub)
+		return
+	}
+	val := string(args[len(args)-1])
+	if _, err := pubsub.ParseKeyspaceEvents(val); err != nil {
+		// Redis 7.0's text for a bad value.
+		c.errorf("ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
+		return
+	}
+	hub.SetKeyspaceEvents(val)
+	s.cfg.Logger.Info("notify-keyspace-events set by a client; this proxy now synthesizes those notifications for lock keys, the masters' setting is unchanged",
+		"client", c.addr, "value", hub.KeyspaceEvents())
+	c.status("OK")
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -106,6 +107,7 @@ func cmdSetNX(s *Server, c *client, args [][]byte) {
 // leaves validity (accountedTTL, or default_ttl checked by New).
 func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Duration, kind renderKind) {
 	s.submit(c, s.cfg.Engine.Acquire(key, token, ttl, t0), kind)
+	s.keyEvent(c, pubsub.EventSet, ttl, key)
 }
 
 func cmdGet(s *Server, c *client, args [][]byte) {
@@ -126,6 +128,9 @@ func cmdExists(s *Server, c *client, args [][]byte) {
 
 func cmdDel(s *Server, c *client, args [][]byte) {
 	s.submit(c, s.cfg.Engine.Del(args[1:], batching.Now()), renderReply)
+	if s.keyEvent(c, pubsub.EventDel, 0, args[1:]...); len(c.slots) > 0 && c.slots[len(c.slots)-1].ev != nil {
+		c.slots[len(c.slots)-1].ev.counted = true
+	}
 }
 
 // cmdExpire is the quorum extend of legacy SETNX+EXPIRE code: PEXPIRE on
@@ -151,4 +156,5 @@ func cmdExpire(s *Server, c *client, args [][]byte) {
 		return
 	}
 	s.submit(c, s.cfg.Engine.Extend(args[1], ttl, t0), renderReply)
+	s.keyEvent(c, pubsub.EventExpire, ttl, args[1])
 }

@@ -56,6 +56,7 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 		return
 	}
 	s.submit(c, s.cfg.Engine.Script(sc.op, keys, argv, ttl, t0), renderReply)
+	s.scriptEvent(c, sc, keys, argv, ttl)
 }
 
 // scriptFor finds the script an EVAL or EVALSHA runs, or answers the

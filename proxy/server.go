@@ -50,6 +50,8 @@ type Server struct {
 	protoErr atomic.Int64 // connections closed for a protocol error
 
 	idleClosed, handshakeClosed atomic.Int64 // connections closed by IdleTimeout, HandshakeTimeout
+	pushClosed                  atomic.Int64 // subscribers closed over the pubsub output limits
+	blockedN                    atomic.Int64 // clients blocked in BLPOP/BRPOP
 	budget                      *resp.Budget // client_query_buffer_total
 
 	frontState // the clients on the event loop (front.go)
@@ -198,6 +200,15 @@ type client struct {
 	// command waits for the analysis.
 	resume   func()
 	deferred bool
+	// conn is the connection this client is (pub/sub's Subscriber, the
+	// blocked BLPOP's). blocking: a BLPOP parked the pipeline; the
+	// commands after it run once it is answered.
+	conn     *clientConn
+	blocking bool
+	// Subscriptions, as the last confirmation counted them: channels and
+	// patterns, shard channels, and their sum (RESP2 subscribed mode
+	// while > 0).
+	chanSubs, shardSubs, subs int
 }
 
 // admit counts a new connection in, or returns the error it gets (max

@@ -51,6 +51,11 @@ func fromSemantics(body []byte, sha string, sem *analyze.Semantics, maxTTL time.
 	if err := s.counter(sem); err != nil {
 		return nil, err
 	}
+	for _, p := range sem.Pushes {
+		if !p.Key.IsZero() {
+			s.Signals = appendArg(s.Signals, quorum.Arg{Keys: p.Key.Keys, Index: p.Key.Index})
+		}
+	}
 	for _, a := range sem.CommandArgs {
 		if a.Keys {
 			return nil, fmt.Errorf("it runs %s as a command name; lockproxy accepts a command name only in ARGV", a)
@@ -262,4 +267,14 @@ func exactReply(y *quorum.VoteRule) (batching.Reply, bool) {
 		return batching.ReplyNil, true
 	}
 	return batching.Reply{}, false
+}
+
+// appendArg appends a to args unless it is there.
+func appendArg(args []quorum.Arg, a quorum.Arg) []quorum.Arg {
+	for _, b := range args {
+		if b == a {
+			return args
+		}
+	}
+	return append(args, a)
 }

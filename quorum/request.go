@@ -33,6 +33,9 @@ const (
 	// plus the increment, once written (counter.go); replies are [value,
 	// pttl] pairs.
 	AggCounter
+	// AggPop answers an element any master popped (pop.go); replies are
+	// {key, element} pairs or nil.
+	AggPop
 )
 
 // Request is one client command turned into a quorum operation. The proxy
@@ -462,6 +465,10 @@ func (r *Request) tryDecide(force bool) bool {
 		r.won = true
 	case AggCounter:
 		if !r.decideCounter(q, outstanding, force) {
+			return false
+		}
+	case AggPop:
+		if !r.decidePop(q, outstanding, force) {
 			return false
 		}
 	}

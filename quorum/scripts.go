@@ -138,10 +138,22 @@ redis.call("SADD", ARGV[3], KEYS[1])
 return 1`)
 )
 
+// popScript is one round of a blocking pop (BLPOP, BRPOP): the first
+// KEY whose list has an element gives it up, popped from its head
+// (ARGV[1] "l") or tail ("r"), answered {key, element}; false when every
+// list is empty. A key of another type answers WRONGTYPE, as BLPOP does.
+var popScript = newScript(`local pop = "LPOP"
+if ARGV[1] == "r" then pop = "RPOP" end
+for i = 1, #KEYS do
+  local v = redis.call(pop, KEYS[i])
+  if v then return {KEYS[i], v} end
+end
+return false`)
+
 // InternalScripts are loaded on every master connection.
 func InternalScripts() []Script {
 	return []Script{undoScript, hashUndoScript, zremUndoScript, jsonUndoScript, getTTLScript, existsScript, delScript, CappedExtendScript,
-		counterReadScript, counterWriteScript, extendScript}
+		counterReadScript, counterWriteScript, extendScript, popScript}
 }
 
 // AppendEvalSHA appends EVALSHA sha numkeys keys... args... to dst.

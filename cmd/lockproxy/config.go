@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/pelletier/go-toml/v2"
 )
@@ -35,6 +36,7 @@ type fileConfig struct {
 	LogFormat        string               `toml:"log_format"`
 	Quorum           quorumConfig         `toml:"quorum"`
 	Scripts          []proxy.ScriptConfig `toml:"scripts"`
+	PubSub           pubsubConfig         `toml:"pubsub"`
 
 	// Client input limits: proxy.Config MaxBulkLen, MaxArgs, MaxQueryBuffer.
 	ProtoMaxBulkLen        int `toml:"proto_max_bulk_len"`
@@ -59,6 +61,25 @@ type quorumConfig struct {
 	// MasterTLS, when present (even empty), connects to the masters with TLS.
 	MasterTLS     *masterTLSConfig `toml:"master_tls"`
 	ProbeInterval duration         `toml:"probe_interval"`
+}
+
+// pubsubConfig is the [pubsub] table: the hub (proxy/pubsub) and the
+// subscribers' output limits.
+type pubsubConfig struct {
+	// Enabled: SUBSCRIBE, PUBLISH, BLPOP and keyspace notifications work;
+	// false refuses them and opens no subscriber connection to the masters.
+	Enabled *bool `toml:"enabled"`
+	// NotifyKeyspaceEvents is the initial notify-keyspace-events (Redis
+	// syntax) of the notifications this proxy synthesizes for lock keys.
+	NotifyKeyspaceEvents string `toml:"notify_keyspace_events"`
+	MaxChannels          int    `toml:"max_channels"`
+	MaxPerConnection     int    `toml:"max_per_connection"`
+	MaxSubscriptions     int    `toml:"max_subscriptions"`
+	// Output limits of a subscriber, in bytes and seconds (Redis's
+	// client-output-buffer-limit pubsub 32mb 8mb 60).
+	OutputBufferHard        int64 `toml:"output_buffer_hard"`
+	OutputBufferSoft        int64 `toml:"output_buffer_soft"`
+	OutputBufferSoftSeconds int   `toml:"output_buffer_soft_seconds"`
 }
 
 type masterTLSConfig struct {
@@ -104,6 +125,10 @@ func defaults() fileConfig {
 		ProtoMaxArgs:           1 << 16,
 		ClientQueryBufferLimit: 8 << 20,
 		ClientQueryBufferTotal: 128 << 20,
+		PubSub: pubsubConfig{
+			MaxChannels: 10000, MaxPerConnection: 10000, MaxSubscriptions: 100000,
+			OutputBufferHard: 32 << 20, OutputBufferSoft: 8 << 20, OutputBufferSoftSeconds: 60,
+		},
 		Quorum: quorumConfig{
 			Masters:       []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"},
 			NodeTimeout:   duration{50 * time.Millisecond},
@@ -278,6 +303,29 @@ func (c *fileConfig) checkLimits() error {
 		return fmt.Errorf("%s: client_query_buffer_limit %d must exceed proto_max_bulk_len (%d) by at least 64: a command holds its largest argument", at("client_query_buffer_limit"), c.ClientQueryBufferLimit, c.ProtoMaxBulkLen)
 	case c.ClientQueryBufferTotal < 4*int64(c.ClientQueryBufferLimit):
 		return fmt.Errorf("%s: client_query_buffer_total %d must be at least 4 × client_query_buffer_limit (%d): the longest command, with what is read ahead and the TLS reader's copy, must fit beside others", at("client_query_buffer_total"), c.ClientQueryBufferTotal, c.ClientQueryBufferLimit)
+	}
+	return c.PubSub.check(at)
+}
+
+// check checks the [pubsub] table.
+func (p *pubsubConfig) check(at func(string) string) error {
+	for _, v := range []struct {
+		key string
+		n   int64
+	}{
+		{"pubsub.max_channels", int64(p.MaxChannels)}, {"pubsub.max_per_connection", int64(p.MaxPerConnection)},
+		{"pubsub.max_subscriptions", int64(p.MaxSubscriptions)}, {"pubsub.output_buffer_hard", p.OutputBufferHard},
+		{"pubsub.output_buffer_soft", p.OutputBufferSoft}, {"pubsub.output_buffer_soft_seconds", int64(p.OutputBufferSoftSeconds)},
+	} {
+		if v.n < 1 {
+			return fmt.Errorf("%s: %s %d must be at least 1", at(v.key), v.key, v.n)
+		}
+	}
+	if p.OutputBufferSoft > p.OutputBufferHard {
+		return fmt.Errorf("%s: pubsub.output_buffer_soft %d exceeds pubsub.output_buffer_hard %d", at("pubsub.output_buffer_soft"), p.OutputBufferSoft, p.OutputBufferHard)
+	}
+	if _, err := pubsub.ParseKeyspaceEvents(p.NotifyKeyspaceEvents); err != nil {
+		return fmt.Errorf("%s: pubsub.notify_keyspace_events %q: %v", at("pubsub.notify_keyspace_events"), p.NotifyKeyspaceEvents, err)
 	}
 	return nil
 }

@@ -227,18 +227,30 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		defer stopProbes()
 	}
 
+	hub, err := newHub(&cfg, engine, masterDial, logger)
+	if err != nil {
+		return fail("config: [pubsub]: %v", err)
+	}
+	if hub != nil {
+		defer hub.Close() // after the clients: srv.Shutdown below
+	}
+	hard, soft, softFor := pubsubLimits(cfg.PubSub)
 	srv, err := proxy.New(proxy.Config{
-		Engine:      engine,
-		Catalog:     catalog,
-		RequirePass: cfg.RequirePass,
-		DefaultTTL:  cfg.DefaultTTL.Duration,
-		MaxClients:  cfg.MaxClients,
-		DenyForce:   cfg.AllowForceAcquire != nil && !*cfg.AllowForceAcquire,
-		ConfigFile:  configFile,
-		Version:     version,
-		Commit:      commitID(),
-		Metrics:     pm,
-		Logger:      logger,
+		Hub:             hub,
+		PubSubHardLimit: hard,
+		PubSubSoftLimit: soft,
+		PubSubSoftFor:   softFor,
+		Engine:          engine,
+		Catalog:         catalog,
+		RequirePass:     cfg.RequirePass,
+		DefaultTTL:      cfg.DefaultTTL.Duration,
+		MaxClients:      cfg.MaxClients,
+		DenyForce:       cfg.AllowForceAcquire != nil && !*cfg.AllowForceAcquire,
+		ConfigFile:      configFile,
+		Version:         version,
+		Commit:          commitID(),
+		Metrics:         pm,
+		Logger:          logger,
 
 		MaxBulkLen:     cfg.ProtoMaxBulkLen,
 		MaxArgs:        cfg.ProtoMaxArgs,

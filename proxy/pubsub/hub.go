@@ -59,6 +59,7 @@ type Hub struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	seq     atomic.Uint64 // last event sequence number of this instance
+	ksOn    atomic.Bool   // keyspace notifications on (KeyspaceOn)
 
 	// mu protects everything below. It is held while a message is
 	// decided and fanned out, which makes the decisions and the
@@ -93,6 +94,7 @@ type record struct {
 	local     bool   // keyspace channels: served here, never subscribed on masters
 	internal  bool   // the events channel: always subscribed, no subscribers
 	fifo      map[uint64][]*entry
+	waiters   map[*confirmWaiter]struct{} // AwaitConfirmed (confirm.go)
 }
 
 type subState struct {
@@ -119,6 +121,7 @@ func New(cfg Config) (*Hub, error) {
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.dd.init(&h.cfg)
 	h.ks.init(&h.cfg, flags)
+	h.ksOn.Store(flags.notifies())
 	ev := &record{key: recKey{Channel, cfg.EventsChannel}, internal: true}
 	h.recs[ev.key] = ev
 	for i, addr := range cfg.Masters {

@@ -95,8 +95,19 @@ func (h *Hub) SetKeyspaceEvents(s string) error {
 	}
 	h.mu.Lock()
 	h.ks.flags = f
+	h.ksOn.Store(f.notifies())
 	h.mu.Unlock()
 	return nil
+}
+
+// KeyspaceOn reports whether this hub synthesizes any keyspace
+// notification: whether the proxy should emit its grants, extensions and
+// releases as events (each costs a PUBLISH per master).
+func (h *Hub) KeyspaceOn() bool { return h.ksOn.Load() }
+
+// notifies: a channel (K or E) and a class lock keys produce (g, $, l, x).
+func (f NotifyFlags) notifies() bool {
+	return f&(NotifyKeyspace|NotifyKeyevent) != 0 && f&(NotifyGeneric|NotifyString|NotifyList|NotifyExpired) != 0
 }
 
 // KeyspaceEvents returns the current value, as CONFIG GET renders it.

@@ -309,6 +309,7 @@ func (h *Hub) confirm(i int, kind Kind, name []byte, on bool) {
 	}
 	if on {
 		r.confirmed |= 1 << i
+		h.wakeConfirmed(r)
 	} else {
 		r.confirmed &^= 1 << i
 	}

@@ -1,0 +1,223 @@
+package proxy
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/internal/resp"
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// BLPOP and BRPOP on signal lists (python-redis-lock's release pushes one
+// that its blocked acquirers wait on). A blocked client is parked on the
+// event loop, never on a master: each attempt is one non-blocking pop
+// round over the masters (quorum.Engine.Pop), made when the command
+// arrives and again whenever any proxy announces a push to one of its keys
+// (pubsub.EventPush, from a lock script that pushes, decided by a quorum).
+// The connection's later commands wait, as on Redis; every other
+// connection, on this loop too, goes on. The timeout is the loop's alarm.
+// A wake-up is a hint: a round that finds every list empty (another waiter
+// popped first) blocks again.
+
+// blocker is one connection blocked in BLPOP or BRPOP. Loop only.
+type blocker struct {
+	lc       *clientConn
+	keys     [][]byte
+	right    bool
+	deadline int64           // evloop.Now() by which it answers nil; 0: never
+	w        *quorum.Waiter  // the rounds'
+	round    *quorum.Request // the pop in flight, or nil
+	again    bool            // a push came during the round: pop again after it
+	reply    []byte          // the answer, once done
+	done     bool
+}
+
+// cmdBlockingPop parses BLPOP/BRPOP key [key ...] timeout and blocks the
+// connection until a pop round finds an element or the timeout passes.
+func cmdBlockingPop(s *Server, c *client, args [][]byte) {
+	if s.cfg.Hub == nil || c.conn == nil {
+		c.errorf(errNoHub)
+		return
+	}
+	timeout, msg := parseBlockTimeout(args[len(args)-1])
+	if msg != "" {
+		c.errorf("%s", msg)
+		return
+	}
+	lc := c.conn
+	b := &blocker{lc: lc, right: args[0][1] == 'r' || args[0][1] == 'R'}
+	for _, k := range args[1 : len(args)-1] {
+		b.keys = append(b.keys, append([]byte(nil), k...))
+	}
+	if timeout > 0 {
+		b.deadline = evloop.Now() + int64(timeout)
+	}
+	b.w = quorum.NewWaiterFunc(func() { lc.f.loop.Post(b.roundDone) })
+	c.slots = append(c.slots, slot{kind: renderBlocked, blk: b})
+	c.w.Hold() // the pipeline waits for the answer (finish)
+	s.blockedN.Add(1)
+	c.blocking = true
+	lc.blk = b
+	lc.f.block(b)
+	b.pop()
+}
+
+// parseBlockTimeout reads BLPOP's timeout in seconds, as Redis does.
+func parseBlockTimeout(arg []byte) (time.Duration, string) {
+	f, err := strconv.ParseFloat(string(arg), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, "ERR timeout is not a float or out of range"
+	}
+	if f < 0 {
+		return 0, "ERR timeout is negative"
+	}
+	if f*float64(time.Second) > float64(math.MaxInt64/2) {
+		return 0, "ERR timeout is out of range"
+	}
+	return time.Duration(f * float64(time.Second)), ""
+}
+
+// pop starts a round, or marks that one is wanted after the running one.
+func (b *blocker) pop() {
+	if b.done {
+		return
+	}
+	if b.round != nil {
+		b.again = true
+		return
+	}
+	b.round = b.lc.f.s.cfg.Engine.Pop(b.keys, b.right, batching.Now())
+	b.lc.f.s.cfg.Engine.Submit(b.w, b.round)
+}
+
+// roundDone looks at a decided round (posted by its waiter).
+func (b *blocker) roundDone() {
+	r := b.round
+	b.round = nil
+	rep, err := r.Result()
+	resp3 := b.lc.c.resp3
+	var out []byte
+	switch {
+	case b.done:
+	case err != nil:
+		out = appendError(nil, errorText(err))
+	case rep.Type == resp.Array || rep.Type == resp.Error:
+		out = appendReply(nil, rep, resp3)
+	}
+	r.Release()
+	switch {
+	case b.done:
+	case out != nil:
+		b.finish(out)
+	case b.again:
+		b.again = false
+		b.pop()
+	case b.deadline != 0 && evloop.Now() >= b.deadline:
+		b.finish(appendNullArray(nil, resp3))
+	default:
+		b.lc.f.alarm.At(b.deadline) // block until a push or the timeout
+	}
+}
+
+// expire answers nil once the timeout passed, unless a round is in flight
+// (its element, if any, must reach the client: it was popped).
+func (b *blocker) expire() {
+	if b.round != nil {
+		b.again = false
+		return // roundDone answers
+	}
+	b.finish(appendNullArray(nil, b.lc.c.resp3))
+}
+
+// finish answers the BLPOP and lets the pipeline go on.
+func (b *blocker) finish(reply []byte) {
+	if b.done {
+		return
+	}
+	b.done, b.reply = true, reply
+	b.lc.f.s.blockedN.Add(-1)
+	b.lc.f.unblock(b)
+	if b.lc.blk == b {
+		b.lc.blk = nil
+	}
+	b.lc.c.w.Unhold()
+}
+
+// appendNullArray is BLPOP's timeout: a null array in RESP2, null in RESP3.
+func appendNullArray(b []byte, resp3 bool) []byte {
+	if resp3 {
+		return append(b, "_\r\n"...)
+	}
+	return append(b, "*-1\r\n"...)
+}
+
+// block parks b under each of its keys.
+func (f *front) block(b *blocker) {
+	for _, k := range b.keys {
+		m := f.blocked[string(k)]
+		if m == nil {
+			m = map[*blocker]struct{}{}
+			f.blocked[string(k)] = m
+		}
+		m[b] = struct{}{}
+	}
+	if b.deadline != 0 {
+		f.alarm.At(b.deadline)
+	}
+}
+
+func (f *front) unblock(b *blocker) {
+	for _, k := range b.keys {
+		if m := f.blocked[string(k)]; m != nil {
+			delete(m, b)
+			if len(m) == 0 {
+				delete(f.blocked, string(k))
+			}
+		}
+	}
+}
+
+// onEvent wakes the blockers of a pushed key (pubsub.Hub.Listen: from the
+// hub's goroutines, so it only posts to the loop).
+func (f *front) onEvent(ev pubsub.Event) {
+	if ev.Type != pubsub.EventPush {
+		return
+	}
+	key := ev.Key
+	f.loop.Post(func() {
+		for b := range f.blocked[key] {
+			b.pop()
+		}
+	})
+}
+
+// expireBlocked answers the blockers whose timeout passed (from Fire) and
+// returns the next timeout.
+func (f *front) expireBlocked(now int64) int64 {
+	next := evloop.Never
+	for _, m := range f.blocked {
+		for b := range m {
+			switch {
+			case b.deadline == 0 || b.done:
+			case now >= b.deadline:
+				b.expire()
+			default:
+				next = min(next, b.deadline)
+			}
+		}
+	}
+	return next
+}
+
+// unblockAll answers every blocked client at shutdown.
+func (f *front) unblockAll() {
+	for _, m := range f.blocked {
+		for b := range m {
+			b.finish(appendError(nil, "ERR lockproxy is shutting down"))
+		}
+	}
+}

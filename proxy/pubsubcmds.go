@@ -1,0 +1,252 @@
+package proxy
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
+)
+
+// Pub/sub commands, through the hub (proxy/pubsub): SUBSCRIBE, PSUBSCRIBE
+// and SSUBSCRIBE with their UN forms, PUBLISH and SPUBLISH sent to every
+// master, RESET, and Redis's subscribed mode for RESP2 clients.
+
+// errNoHub is the reply when lockproxy runs without a hub (tests, or a
+// Server built without Config.Hub).
+const errNoHub = "ERR pub/sub is not available on this lockproxy (it was started without a pub/sub hub)"
+
+// subKind maps a command to its namespace and the confirmation's name.
+var subKinds = map[string]struct {
+	kind  pubsub.Kind
+	unsub bool
+	reply string
+}{
+	"subscribe":    {pubsub.Channel, false, "subscribe"},
+	"psubscribe":   {pubsub.Pattern, false, "psubscribe"},
+	"ssubscribe":   {pubsub.Shard, false, "ssubscribe"},
+	"unsubscribe":  {pubsub.Channel, true, "unsubscribe"},
+	"punsubscribe": {pubsub.Pattern, true, "punsubscribe"},
+	"sunsubscribe": {pubsub.Shard, true, "sunsubscribe"},
+}
+
+// subscribedAllowed are the commands a RESP2 client in subscribed mode may
+// send, as in Redis 7.
+var subscribedAllowed = map[string]bool{
+	"subscribe": true, "psubscribe": true, "ssubscribe": true,
+	"unsubscribe": true, "punsubscribe": true, "sunsubscribe": true,
+	"ping": true, "quit": true, "reset": true,
+}
+
+// subscribedRefusal is Redis's error for another command in RESP2
+// subscribed mode, or "".
+func subscribedRefusal(c *client, name []byte) string {
+	if c.subs == 0 || c.resp3 || subscribedAllowed[string(name)] {
+		return ""
+	}
+	return "ERR Can't execute '" + clip(name) + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+}
+
+func cmdSubscribe(s *Server, c *client, args [][]byte) {
+	hub := s.cfg.Hub
+	if hub == nil || c.conn == nil {
+		c.errorf(errNoHub)
+		return
+	}
+	name := strings.ToLower(string(args[0]))
+	k := subKinds[name]
+	c.pushesFirst()
+	confirm := func(ch []byte, count int) {
+		resp3 := c.resp3
+		c.local(func(b []byte) []byte {
+			b = resp.AppendPushHeader(b, 3, resp3)
+			b = resp.AppendBulkString(b, k.reply)
+			if ch == nil {
+				b = resp.AppendNull(b, resp3)
+			} else {
+				b = resp.AppendBulk(b, ch)
+			}
+			return resp.AppendInt(b, int64(count))
+		})
+	}
+	if !k.unsub {
+		for _, ch := range args[1:] {
+			count, err := hub.Subscribe(c.conn, k.kind, string(ch))
+			if err != nil {
+				c.errorf("%s", subscribeError(err, ch))
+				continue
+			}
+			c.setSubs(k.kind, count)
+			confirm(ch, count)
+			s.awaitConfirmed(c, k.kind, string(ch))
+		}
+		return
+	}
+	names := args[1:]
+	if len(names) == 0 {
+		for _, n := range hub.Subscriptions(c.conn, k.kind) {
+			names = append(names, []byte(n))
+		}
+		if len(names) == 0 {
+			confirm(nil, c.subsOf(k.kind))
+			return
+		}
+	}
+	for _, ch := range names {
+		count := hub.Unsubscribe(c.conn, k.kind, string(ch))
+		c.setSubs(k.kind, count)
+		confirm(ch, count)
+	}
+}
+
+// subscribeWait bounds how long a subscription's confirmation waits for
+// the masters' (awaitConfirmed): it is reached only when fewer than a
+// quorum of masters are healthy, when no lock can be released anyway.
+const subscribeWait = time.Second
+
+// awaitConfirmed holds the pipeline (and with it the client's
+// confirmation) until a quorum of masters confirmed the subscription, so
+// that a client told it is subscribed hears every release made after:
+// each release runs on a quorum, which includes a confirmed master.
+func (s *Server) awaitConfirmed(c *client, kind pubsub.Kind, name string) {
+	var fired atomic.Bool
+	w := c.w
+	done := func() {
+		if fired.CompareAndSwap(false, true) {
+			w.Unhold()
+		}
+	}
+	w.Hold()
+	cancel := s.cfg.Hub.AwaitConfirmed(kind, name, s.cfg.Engine.Q(), done)
+	if !fired.Load() {
+		time.AfterFunc(subscribeWait, func() { cancel(); done() })
+	}
+}
+
+// subscribeError is the client's text for a refused subscription.
+func subscribeError(err error, ch []byte) string {
+	switch {
+	case errors.Is(err, pubsub.ErrReserved):
+		return "ERR channel '" + clip(ch) + "' is reserved for lockproxy's own events; pick another channel name"
+	case errors.Is(err, pubsub.ErrSubscriberLimit):
+		return "ERR too many subscriptions on this connection (pubsub.max_per_connection in config.toml); unsubscribe some or use a pattern"
+	case errors.Is(err, pubsub.ErrTooManySubscriptions):
+		return "ERR too many subscriptions on this lockproxy (pubsub.max_subscriptions in config.toml); retry later or raise the limit"
+	case errors.Is(err, pubsub.ErrTooManyChannels):
+		return "ERR too many distinct channels and patterns on this lockproxy (pubsub.max_channels in config.toml); retry later or raise the limit"
+	case errors.Is(err, pubsub.ErrClosed):
+		return "ERR lockproxy is shutting down"
+	}
+	return "ERR subscribe failed: " + err.Error()
+}
+
+// setSubs records the count a confirmation carries: channels and patterns
+// together, or shard channels.
+func (c *client) setSubs(kind pubsub.Kind, count int) {
+	if kind == pubsub.Shard {
+		c.shardSubs = count
+	} else {
+		c.chanSubs = count
+	}
+	c.subs = c.chanSubs + c.shardSubs
+}
+
+func (c *client) subsOf(kind pubsub.Kind) int {
+	if kind == pubsub.Shard {
+		return c.shardSubs
+	}
+	return c.chanSubs
+}
+
+// cmdPublish sends PUBLISH or SPUBLISH to every master, each of whose
+// subscribers (lockproxy's hubs among them) receive it; the hubs deliver
+// it once. The reply is Hub.Receivers over the masters' counts.
+func cmdPublish(s *Server, c *client, args [][]byte) {
+	hub := s.cfg.Hub
+	if hub == nil {
+		c.errorf(errNoHub)
+		return
+	}
+	if hub.Reserved(string(args[1])) {
+		c.errorf("ERR channel '%s' is reserved for lockproxy's own events; pick another channel name", clip(args[1]))
+		return
+	}
+	cmd := "PUBLISH"
+	kind := pubsub.Channel
+	if len(args[0]) > 0 && (args[0][0] == 's' || args[0][0] == 'S') {
+		cmd, kind = "SPUBLISH", pubsub.Shard
+	}
+	r := s.cfg.Engine.Broadcast(cmd, args[1], args[2], batching.Now())
+	c.slots = append(c.slots, slot{req: r, kind: renderPublish, resp3: c.resp3,
+		pub: &publishSlot{kind: kind, channel: string(args[1])}})
+	s.cfg.Engine.Submit(c.w, r)
+}
+
+// publishSlot is what a PUBLISH's reply needs besides the masters' counts.
+type publishSlot struct {
+	kind    pubsub.Kind
+	channel string
+}
+
+// renderPublished is a PUBLISH's reply: the receivers over the masters.
+func (s *Server) renderPublished(out []byte, sl *slot) []byte {
+	if _, err := sl.req.Result(); err != nil {
+		return appendError(out, errorText(err))
+	}
+	return appendInt(out, s.cfg.Hub.Receivers(sl.pub.kind, sl.pub.channel, sl.req.Replies()))
+}
+
+// cmdReset is Redis's RESET: the connection as new (unsubscribed, RESP2,
+// no name, authenticated again if a password is required).
+func cmdReset(s *Server, c *client, args [][]byte) {
+	if c.subs > 0 && s.cfg.Hub != nil && c.conn != nil {
+		c.pushesFirst()
+		s.cfg.Hub.Remove(c.conn)
+		c.chanSubs, c.shardSubs, c.subs = 0, 0, 0
+	}
+	c.resp3 = false
+	c.name = ""
+	c.authed = s.cfg.RequirePass == ""
+	c.status("RESET")
+}
+
+// pingSubscribed is PING in RESP2 subscribed mode: ["pong", arg or ""].
+func pingSubscribed(c *client, args [][]byte) {
+	arg := []byte{}
+	if len(args) == 2 {
+		arg = args[1]
+	}
+	c.local(func(b []byte) []byte {
+		b = resp.AppendArrayHeader(b, 2)
+		b = resp.AppendBulkString(b, "pong")
+		return resp.AppendBulk(b, arg)
+	})
+}
+
+// infoPubSub is INFO's pubsub section: the hub's figures.
+func (s *Server) infoPubSub(b *strings.Builder) {
+	hub := s.cfg.Hub
+	if hub == nil {
+		field(b, "pubsub_enabled", 0)
+		return
+	}
+	st := hub.Stats()
+	field(b, "pubsub_enabled", 1)
+	field(b, "pubsub_masters_up", st.MastersUp)
+	field(b, "pubsub_channels", st.Channels)
+	field(b, "pubsub_subscriptions", st.Subscriptions)
+	field(b, "pubsub_delivered", st.Delivered)
+	field(b, "pubsub_duplicates_dropped", st.Duplicates)
+	field(b, "pubsub_dedup_entries", st.DedupEntries)
+	field(b, "pubsub_dedup_evicted", st.DedupEvicted)
+	field(b, "pubsub_oversize_skipped", st.Oversize)
+	field(b, "pubsub_output_limit_closes", s.pushClosed.Load())
+	field(b, "pubsub_events", st.Events)
+	field(b, "pubsub_event_duplicates", st.EventDuplicates)
+	field(b, "pubsub_expiries_scheduled", st.Expiries)
+	field(b, "pubsub_expiries_dropped", st.ExpiriesDropped)
+	field(b, "notify_keyspace_events", hub.KeyspaceEvents())
+}

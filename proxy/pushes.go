@@ -1,0 +1,188 @@
+package proxy
+
+import (
+	"sync"
+
+	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/internal/resp"
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
+)
+
+// A connection's side of pub/sub: the hub (Config.Hub) hands each logical
+// message to Deliver, from its own goroutines; the connection frames it on
+// its loop, RESP2 or RESP3 as the client speaks, after the replies of the
+// pipeline it is running, and before the confirmation of a later
+// (UN)SUBSCRIBE, so that the order is Redis's. A subscriber that does not
+// read is disconnected as Redis's client-output-buffer-limit pubsub does
+// (Config.PubSubHardLimit, PubSubSoftLimit for PubSubSoftFor): its unread
+// messages cannot grow the proxy's memory without bound.
+
+// pushQueue is what the hub delivered and the loop has not taken yet.
+type pushQueue struct {
+	mu     sync.Mutex
+	msgs   []pubsub.Message
+	size   int64 // their framed size, about
+	posted bool  // a takePushes is queued on the loop
+	over   bool  // past the hard limit: the connection closes
+}
+
+// pushSize is about what m takes framed.
+func pushSize(m *pubsub.Message) int64 {
+	return int64(len(m.Pattern)+len(m.Channel)+len(m.Payload)) + 48
+}
+
+// Deliver queues one message for the client (pubsub.Subscriber). It runs
+// on the hub's goroutines, with the hub's lock held: it only queues and
+// wakes the loop.
+func (lc *clientConn) Deliver(m pubsub.Message) {
+	q := &lc.push
+	q.mu.Lock()
+	if q.over {
+		q.mu.Unlock()
+		return
+	}
+	q.msgs = append(q.msgs, m)
+	q.size += pushSize(&m)
+	if q.size > lc.f.s.cfg.PubSubHardLimit {
+		q.over, q.msgs = true, nil // nothing more is read by anyone
+	}
+	post := !q.posted
+	q.posted = true
+	q.mu.Unlock()
+	if post {
+		lc.f.loop.Post(lc.takePushes)
+	}
+}
+
+// takePushes moves what the hub delivered onto the loop, and writes it
+// unless a pipeline is running (its replies go first: finish writes them).
+func (lc *clientConn) takePushes() {
+	defer lc.recoverPanic()
+	over := lc.collectPushes()
+	if lc.closed {
+		return
+	}
+	if over {
+		lc.pushOverflow("client-output-buffer-limit pubsub hard limit")
+		return
+	}
+	if lc.busy || lc.awaitScript || lc.rest != nil {
+		return
+	}
+	lc.out = lc.framePushes(lc.out)
+	if lc.checkPushLimits() {
+		return
+	}
+	lc.flush()
+	lc.setEvents()
+}
+
+// collectPushes takes the hub's queue into lc.pushed; true when it went
+// over the hard limit.
+func (lc *clientConn) collectPushes() (over bool) {
+	q := &lc.push
+	q.mu.Lock()
+	msgs, over := q.msgs, q.over
+	q.msgs, q.size, q.posted = nil, 0, false
+	q.mu.Unlock()
+	if !lc.closed {
+		lc.pushed = append(lc.pushed, msgs...)
+	}
+	return over
+}
+
+// framePushes appends the taken messages to b as the client's protocol
+// frames them, and forgets them.
+func (lc *clientConn) framePushes(b []byte) []byte {
+	resp3 := lc.c.resp3
+	for i := range lc.pushed {
+		b = appendMessage(b, &lc.pushed[i], resp3)
+		lc.pushed[i] = pubsub.Message{}
+	}
+	lc.pushed = lc.pushed[:0]
+	if cap(lc.pushed) > 1024 {
+		lc.pushed = nil
+	}
+	return b
+}
+
+// appendMessage frames m as Redis does: message, pmessage or smessage; an
+// array in RESP2, a push in RESP3.
+func appendMessage(b []byte, m *pubsub.Message, resp3 bool) []byte {
+	switch m.Kind {
+	case pubsub.Pattern:
+		b = resp.AppendPushHeader(b, 4, resp3)
+		b = resp.AppendBulkString(b, "pmessage")
+		b = resp.AppendBulkString(b, m.Pattern)
+	case pubsub.Shard:
+		b = resp.AppendPushHeader(b, 3, resp3)
+		b = resp.AppendBulkString(b, "smessage")
+	default:
+		b = resp.AppendPushHeader(b, 3, resp3)
+		b = resp.AppendBulkString(b, "message")
+	}
+	b = resp.AppendBulkString(b, m.Channel)
+	return resp.AppendBulk(b, m.Payload)
+}
+
+// pushesFirst frames the messages delivered so far as a local reply of
+// the running pipeline, before a (UN)SUBSCRIBE's confirmation: a message
+// the hub delivered before the command ran comes before its reply, as on
+// one Redis.
+func (c *client) pushesFirst() {
+	lc := c.conn
+	if lc == nil {
+		return
+	}
+	if lc.collectPushes() {
+		return // takePushes closes it
+	}
+	if len(lc.pushed) > 0 {
+		c.local(lc.framePushes)
+	}
+}
+
+// checkPushLimits closes a subscriber whose unwritten output is over the
+// hard limit, or over the soft limit for longer than PubSubSoftFor; true
+// when it did.
+func (lc *clientConn) checkPushLimits() bool {
+	cfg := &lc.f.s.cfg
+	unwritten := int64(len(lc.out) - lc.outOff)
+	switch {
+	case unwritten > cfg.PubSubHardLimit:
+		lc.pushOverflow("client-output-buffer-limit pubsub hard limit")
+		return true
+	case unwritten <= cfg.PubSubSoftLimit:
+		lc.softSince = 0
+	case lc.softSince == 0:
+		lc.softSince = evloop.Now()
+	case evloop.Now()-lc.softSince >= int64(cfg.PubSubSoftFor):
+		lc.pushOverflow("client-output-buffer-limit pubsub soft limit")
+		return true
+	}
+	return false
+}
+
+// pushOverflow disconnects a subscriber that does not read its messages,
+// as Redis does: at once, without a reply (it could not read one).
+func (lc *clientConn) pushOverflow(limit string) {
+	lc.f.s.pushClosed.Add(1)
+	lc.f.s.cfg.Logger.Warn("subscriber does not read its messages fast enough; its connection is closed",
+		"client", lc.c.addr, "limit", limit, "hard_bytes", lc.f.s.cfg.PubSubHardLimit,
+		"soft_bytes", lc.f.s.cfg.PubSubSoftLimit, "soft_for", lc.f.s.cfg.PubSubSoftFor)
+	lc.close()
+}
+
+// leaveHub drops the connection's subscriptions when it closes. Called on
+// the loop, with no lock that Deliver takes.
+func (lc *clientConn) leaveHub() {
+	if lc.c.subs == 0 || lc.f.s.cfg.Hub == nil {
+		return
+	}
+	lc.f.s.cfg.Hub.Remove(lc)
+	lc.c.subs = 0
+	lc.push.mu.Lock()
+	lc.push.msgs, lc.push.over = nil, true
+	lc.push.mu.Unlock()
+	lc.pushed = nil
+}
