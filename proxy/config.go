@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -14,8 +15,8 @@ import (
 type Config struct {
 	// Engine decides every lock operation. Required.
 	Engine *quorum.Engine
-	// Catalog recognizes lock scripts. Required.
-	Catalog *Catalog
+	// Catalog recognizes lock scripts (catalog.New). Required.
+	Catalog *catalog.Catalog
 	// RequirePass, when set, must be given with AUTH or HELLO … AUTH
 	// before any other command.
 	RequirePass string
@@ -107,7 +108,7 @@ func (cfg *Config) check() error {
 		cfg.MaxArgs = 1 << 16
 	}
 	if cfg.LearnedScripts <= 0 {
-		cfg.LearnedScripts = defaultLearnedScripts
+		cfg.LearnedScripts = catalog.DefaultLearnedScripts
 	}
 	if cfg.MaxQueryBuffer <= 0 {
 		cfg.MaxQueryBuffer = 8 << 20

@@ -120,7 +120,7 @@ func (s *Server) infoStats(b *strings.Builder) {
 	field(b, "undo_lost", lost)
 	field(b, "undo_unconfirmed", unknown)
 	field(b, "split_vote_retries", s.cfg.Engine.Retries())
-	field(b, "scripts_known", s.scripts.len())
+	field(b, "scripts_known", s.scripts.Len())
 }
 
 // quarantineWhyNames are INFO's short names of quorum.Why.

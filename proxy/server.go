@@ -15,14 +15,15 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/internal/resp"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // Server is the RESP front end.
 type Server struct {
 	cfg        Config
-	scripts    *scriptTable
-	understood *understander // scripts the catalog does not know, by what they do
+	scripts    *catalog.Table
+	understood *catalog.Understander // scripts the catalog does not know, by what they do
 	start      time.Time
 	maxTTL     time.Duration // the engine's, read on every acquisition
 	drift      float64       // the engine's clock drift factor
@@ -68,8 +69,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	drift := cfg.Engine.Config().DriftFactor
 	s := &Server{
-		cfg: cfg, scripts: newScriptTable(cfg.Catalog, cfg.LearnedScripts), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
-		understood: newUnderstander(cfg.Engine.Config().MaxTTL, cfg.Engine.Config().DriftFactor),
+		cfg: cfg, scripts: catalog.NewTable(cfg.Catalog, cfg.LearnedScripts), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
+		understood: catalog.NewUnderstander(cfg.Engine.Config().MaxTTL, cfg.Engine.Config().DriftFactor),
 		drift:      drift, minTTL: minTTLFor(drift),
 		idle:   make(chan struct{}),
 		budget: resp.NewBudget(cfg.MaxInputTotal),
@@ -105,7 +106,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	first := !s.closing
 	s.closing = true
 	if first {
-		s.understood.close()
+		s.understood.Close()
 		s.writeBy.Store(time.Now().Add(shutdownWriteGrace).UnixNano())
 		if s.active == 0 {
 			close(s.idle)
@@ -190,7 +191,7 @@ type client struct {
 	quit          bool
 	greeted       bool // sent a complete command (HandshakeTimeout)
 	// scriptsFlushed stamps this connection's last SCRIPT FLUSH (0: none):
-	// it sees only the scripts loaded after it (scriptTable).
+	// it sees only the scripts loaded after it (catalog.Table).
 	scriptsFlushed uint64
 	// resume, for a connection that must not block (on the event loop),
 	// is how an analysis tells it to go on: then a command that needs one

@@ -31,6 +31,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -142,7 +143,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 			return fail("config: %s: tls_%v", fileErrorAt(cfg.src, "tls_", err), err)
 		}
 	}
-	catalog, err := proxy.NewCatalog(cfg.Scripts)
+	scripts, err := catalog.New(cfg.Scripts)
 	if err != nil {
 		return fail("config: %s: %v", cfg.src.at("scripts"), err)
 	}
@@ -189,7 +190,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		auth = append(auth, cmd)
 	}
 	var bodies []string
-	for _, sc := range catalog.Scripts() {
+	for _, sc := range scripts.Scripts() {
 		if sc.Body != "" {
 			bodies = append(bodies, sc.Body)
 		}
@@ -229,7 +230,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 
 	srv, err := proxy.New(proxy.Config{
 		Engine:      engine,
-		Catalog:     catalog,
+		Catalog:     scripts,
 		RequirePass: cfg.RequirePass,
 		DefaultTTL:  cfg.DefaultTTL.Duration,
 		MaxClients:  cfg.MaxClients,

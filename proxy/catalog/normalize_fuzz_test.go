@@ -1,4 +1,4 @@
-package proxy
+package catalog
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 //
 //	go test -run XXX -fuzz FuzzNormalize -fuzztime 60s ./proxy/
 func FuzzNormalize(f *testing.F) {
-	c, err := NewCatalog(nil)
+	c, err := New(nil)
 	if err != nil {
 		f.Fatal(err)
 	}
