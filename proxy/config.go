@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/proxy/catalog"
+	"github.com/lockproxy/lockproxy/proxy/ops"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -83,8 +84,8 @@ type Config struct {
 	// the loop (tests of that transport; platforms without epoll do so
 	// anyway).
 	StreamClients bool
-	// Metrics receives counters (NewMetrics); nil: counted, not exposed.
-	Metrics *Metrics
+	// Metrics receives counters (ops.NewMetrics); nil: counted, not exposed.
+	Metrics *ops.Metrics
 	Logger  *slog.Logger
 }
 
@@ -139,7 +140,7 @@ func (cfg *Config) check() error {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics(nil, nil)
+		cfg.Metrics = ops.NewMetrics(nil, nil)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 		c.errorf("ERR script %q %s, and force acquisition is switched off: allow_force_acquire = false in config.toml", sc.Name, what)
 		return
 	}
-	s.cfg.Metrics.scriptHit()
+	s.cfg.Metrics.ScriptHit()
 	if sc.Local != nil {
 		rep, resp3 := *sc.Local, c.resp3
 		c.local(func(b []byte) []byte { return appendReply(b, rep, resp3) })
@@ -68,7 +68,7 @@ func (s *Server) scriptFor(c *client, args [][]byte) *catalog.Script {
 		sc := s.scripts.Lookup(args[1], c.scriptsFlushed)
 		if sc == nil {
 			c.errorf("%s No matching script. Please use EVAL.", errPrefixNoScript)
-			s.cfg.Metrics.scriptMiss()
+			s.cfg.Metrics.ScriptMiss()
 		}
 		return sc
 	}
@@ -86,7 +86,7 @@ func (s *Server) scriptFor(c *client, args [][]byte) *catalog.Script {
 		}
 		if err != nil {
 			c.errorf("ERR unknown script (sha1 %s): lockproxy does not run it, because %s. Scripts are understood by what they do (README \"Scripts\"); register it under [[scripts]] in config.toml if it is a lock script", sha, err)
-			s.cfg.Metrics.scriptMiss()
+			s.cfg.Metrics.ScriptMiss()
 			return nil
 		}
 	}

@@ -217,14 +217,14 @@ func (s *Server) admit() (reject string) {
 		return "ERR lockproxy is shutting down"
 	}
 	s.accepted.Add(1)
-	s.cfg.Metrics.connections.Inc()
+	s.cfg.Metrics.ConnOpened()
 	return ""
 }
 
 // gone counts an admitted connection out.
 func (s *Server) gone() {
 	s.clients.Add(-1)
-	s.cfg.Metrics.connections.Dec()
+	s.cfg.Metrics.ConnClosed()
 }
 
 func (s *Server) newClient(addr string, w *quorum.Waiter) *client {

@@ -32,6 +32,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/proxy/catalog"
+	"github.com/lockproxy/lockproxy/proxy/ops"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -184,7 +185,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	set := metrics.NewSet()
 	metrics.ExposeMetadata(true) // # TYPE lines, so Prometheus knows the histograms
 	set.NewGauge(fmt.Sprintf(`lockproxy_build_info{version=%q,commit=%q}`, version, commitID()), func() float64 { return 1 })
-	pm := proxy.NewMetrics(set, cfg.Quorum.Masters)
+	pm := ops.NewMetrics(set, cfg.Quorum.Masters)
 	var auth [][]byte
 	if cmd := proxy.AuthCommand(cfg.Quorum.MasterUsername, cfg.Quorum.MasterPassword); cmd != nil {
 		auth = append(auth, cmd)
@@ -224,7 +225,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	}
 	defer engine.Close()
 	if iv := cfg.Quorum.ProbeInterval.Duration; iv > 0 {
-		stopProbes := pm.StartProbes(proxy.ProbeOptions{Interval: iv, Dial: masterDial, Auth: auth, Logger: logger})
+		stopProbes := pm.StartProbes(ops.ProbeOptions{Interval: iv, Dial: masterDial, Auth: auth, Logger: logger})
 		defer stopProbes()
 	}
 
