@@ -1,7 +1,15 @@
 // Package proxy is lockproxy's RESP front end: it serves Redis clients on
 // an event loop (plain TCP and TLS alike), answers the connection handshake
-// itself, parses each lock command into one quorum operation, and writes
-// the replies in the order the client sent its commands, RESP2 or RESP3.
+// itself, parses each client command into one quorum operation, and renders
+// its outcome as RESP2 or RESP3, in the order the client sent its commands.
+// Every reply and error text a client reads is written here, but for
+// INFO's sections (proxy/ops) and the reason a script is not run
+// (proxy/catalog), which the error here quotes.
+//
+// The connections are conn.go, front.go, transport.go, idle.go and
+// guard.go; the commands, commands.go and the files they name. The script
+// catalog is proxy/catalog, the operator's view (metrics, INFO's sections,
+// master probes) proxy/ops.
 package proxy
 
 import (
