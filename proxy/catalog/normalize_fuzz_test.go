@@ -10,7 +10,7 @@ import (
 // form, with no raw line break or tab but the line break ending a
 // shebang; CRLF line ends and an added comment do not change it.
 //
-//	go test -run XXX -fuzz FuzzNormalize -fuzztime 60s ./proxy/
+//	go test -run XXX -fuzz FuzzNormalize -fuzztime 60s ./proxy/catalog/
 func FuzzNormalize(f *testing.F) {
 	c, err := New(nil)
 	if err != nil {
