@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/redisproc"
-	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -150,7 +150,7 @@ func TestCatalogRepliesMatchRedis(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	single := redisproc.ForTest(t, 1)[0]
-	cat, err := proxy.NewCatalog(nil)
+	cat, err := catalog.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func setState(t *testing.T, e *env, single *redisproc.Server, keys, state []stri
 // sameReply compares lockproxy's reply with Redis's, byte for byte except
 // for remaining-TTL reads, where lockproxy answers the quorum's
 // conservative figure: the Q-th largest PTTL minus the drift.
-func sameReply(s *proxy.Script, want, got string) error {
+func sameReply(s *catalog.Script, want, got string) error {
 	if s.Combine == quorum.CombineQthTTL && strings.HasPrefix(want, ":") && !strings.HasPrefix(want, ":-") {
 		w, _ := strconv.ParseInt(strings.TrimSpace(want[1:]), 10, 64)
 		g, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(got, ":")), 10, 64)
@@ -297,7 +297,7 @@ func sameState(t *testing.T, e *env, single *redisproc.Server, key string) error
 func TestCatalogSHA1sAnswerEVALSHA(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	cat, err := proxy.NewCatalog(nil)
+	cat, err := catalog.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/redisproc"
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -133,7 +134,7 @@ func plainRedis(t *testing.T) *env {
 
 // proxyFor starts a lockproxy of its own for t on the shared masters, with
 // pc's settings (DefaultTTL…) and custom scripts; it stops with t.
-func (e *env) proxyFor(t *testing.T, pc proxy.Config, custom []proxy.ScriptConfig) string {
+func (e *env) proxyFor(t *testing.T, pc proxy.Config, custom []catalog.ScriptConfig) string {
 	t.Helper()
 	addr, stop, err := startProxy(e.masters, pc, custom)
 	if err != nil {
@@ -146,12 +147,12 @@ func (e *env) proxyFor(t *testing.T, pc proxy.Config, custom []proxy.ScriptConfi
 // startProxy starts an in-process lockproxy on a free port of 127.0.0.1 in
 // front of masters, as cmd/lockproxy wires it, and returns once it has a
 // connection to every master.
-func startProxy(masters []*redisproc.Server, pc proxy.Config, custom []proxy.ScriptConfig) (addr string, stop func(), err error) {
+func startProxy(masters []*redisproc.Server, pc proxy.Config, custom []catalog.ScriptConfig) (addr string, stop func(), err error) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	cat, err := proxy.NewCatalog(custom)
+	cat, err := catalog.New(custom)
 	if err != nil {
 		return "", nil, err
 	}

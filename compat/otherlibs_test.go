@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/redis/go-redis/v9"
 )
@@ -38,11 +39,11 @@ const (
 
 // docScripts decodes the [[scripts]] example of docs/compat.md, so the
 // documented configuration is the one tested.
-func docScripts(t *testing.T) []proxy.ScriptConfig {
+func docScripts(t *testing.T) []catalog.ScriptConfig {
 	t.Helper()
 	doc := docTOML(t)
 	var cfg struct {
-		Scripts []proxy.ScriptConfig `toml:"scripts"`
+		Scripts []catalog.ScriptConfig `toml:"scripts"`
 	}
 	dec := toml.NewDecoder(strings.NewReader(doc))
 	dec.DisallowUnknownFields()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/ops"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/redis/go-redis/v9"
 )
@@ -95,7 +96,7 @@ func withPass(p string) clusterOpt {
 }
 
 func TestAuthRESP2(t *testing.T) {
-	var m *proxy.Metrics
+	var m *ops.Metrics
 	c := startCluster(t, 1, withPass("s3cret"), withMetrics(&m), patient)
 
 	r := dialRaw(t, c.addr)

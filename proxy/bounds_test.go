@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // builtinBody is the text of the built-in script with this name.
 func builtinBody(t testing.TB, name string) string {
 	t.Helper()
-	cat, err := proxy.NewCatalog(nil)
+	cat, err := catalog.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,9 +89,9 @@ func TestDefaultTTLTooShort(t *testing.T) {
 	}
 }
 
-func mustCatalog(t testing.TB) *proxy.Catalog {
+func mustCatalog(t testing.TB) *catalog.Catalog {
 	t.Helper()
-	cat, err := proxy.NewCatalog(nil)
+	cat, err := catalog.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +157,10 @@ func TestForceAcquireSwitch(t *testing.T) {
 	fcqms := builtinBody(t, "rueidislock fcqms")
 	fcqat := builtinBody(t, "rueidislock fcqat")
 	acqms := builtinBody(t, "rueidislock acqms")
-	custom := proxy.ScriptConfig{Name: "my force", Body: `return redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])`,
+	custom := catalog.ScriptConfig{Name: "my force", Body: `return redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])`,
 		Kind: "acquire", Vote: "ok", TTLArg: 2, TTLUnit: "ms", TokenArg: 1, Force: true}
 	withCustom := func(pc *proxy.Config, qc *quorum.Config) {
-		cat, err := proxy.NewCatalog([]proxy.ScriptConfig{custom})
+		cat, err := catalog.New([]catalog.ScriptConfig{custom})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -85,7 +85,7 @@ func (s *Server) command(c *client, args [][]byte) {
 	spec, ok := commands[string(name)]
 	if !ok {
 		c.errorf("ERR unknown or unsupported command '%s': lockproxy serves lock commands only (SET NX PX, EVAL/EVALSHA of lock scripts, GET, PTTL, DEL, PEXPIRE…); see README", clip(args[0]))
-		s.cfg.Metrics.request("unsupported", "error")
+		s.cfg.Metrics.Request("unsupported", "error")
 		return
 	}
 	if !c.authed && !spec.open {
@@ -204,7 +204,7 @@ func (s *Server) render(out []byte, c *client, sl *slot) []byte {
 	if sl.ev != nil {
 		s.emit(sl)
 	}
-	s.cfg.Metrics.outcome(r)
+	s.cfg.Metrics.Outcome(r)
 	rep, err := r.Result()
 	if err != nil {
 		return appendError(out, errorText(err))
@@ -263,7 +263,7 @@ func (s *Server) checkPass(user, pass []byte) bool {
 		ok = false
 	}
 	if !ok {
-		s.cfg.Metrics.authFailure()
+		s.cfg.Metrics.AuthFailure()
 	}
 	return ok
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
+	"github.com/lockproxy/lockproxy/proxy/ops"
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -15,8 +17,8 @@ import (
 type Config struct {
 	// Engine decides every lock operation. Required.
 	Engine *quorum.Engine
-	// Catalog recognizes lock scripts. Required.
-	Catalog *Catalog
+	// Catalog recognizes lock scripts (catalog.New). Required.
+	Catalog *catalog.Catalog
 	// RequirePass, when set, must be given with AUTH or HELLO … AUTH
 	// before any other command.
 	RequirePass string
@@ -94,8 +96,8 @@ type Config struct {
 	PubSubHardLimit int64
 	PubSubSoftLimit int64
 	PubSubSoftFor   time.Duration
-	// Metrics receives counters (NewMetrics); nil: counted, not exposed.
-	Metrics *Metrics
+	// Metrics receives counters (ops.NewMetrics); nil: counted, not exposed.
+	Metrics *ops.Metrics
 	Logger  *slog.Logger
 }
 
@@ -119,7 +121,7 @@ func (cfg *Config) check() error {
 		cfg.MaxArgs = 1 << 16
 	}
 	if cfg.LearnedScripts <= 0 {
-		cfg.LearnedScripts = defaultLearnedScripts
+		cfg.LearnedScripts = catalog.DefaultLearnedScripts
 	}
 	if cfg.MaxQueryBuffer <= 0 {
 		cfg.MaxQueryBuffer = 8 << 20
@@ -159,7 +161,7 @@ func (cfg *Config) check() error {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics(nil, nil)
+		cfg.Metrics = ops.NewMetrics(nil, nil)
 	}
 	return nil
 }

@@ -19,12 +19,12 @@ func cmdIncr(s *Server, c *client, args [][]byte) {
 		n, err := strconv.ParseInt(string(args[2]), 10, 64)
 		if err != nil {
 			c.errorf("ERR value is not an integer or out of range")
-			s.cfg.Metrics.request("incrby", "error")
+			s.cfg.Metrics.Request("incrby", "error")
 			return
 		}
 		if n < 0 {
 			c.errorf("%s", errCounterDown)
-			s.cfg.Metrics.request("incrby", "error")
+			s.cfg.Metrics.Request("incrby", "error")
 			return
 		}
 		by = n
@@ -40,5 +40,5 @@ const errCounterDown = "ERR lockproxy counters only go up: they are fencing toke
 // not keep (a semaphore's count, say).
 func cmdDecr(s *Server, c *client, args [][]byte) {
 	c.errorf("%s", errCounterDown)
-	s.cfg.Metrics.request("decr", "error")
+	s.cfg.Metrics.Request("decr", "error")
 }

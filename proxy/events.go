@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -55,7 +56,7 @@ func (s *Server) keyEvent(c *client, typ pubsub.EventType, ttl time.Duration, ke
 
 // scriptEvent attaches to the last slot the events of a lock script: its
 // lock keys by its kind, its signal lists.
-func (s *Server) scriptEvent(c *client, sc *Script, keys, argv [][]byte, ttl time.Duration) {
+func (s *Server) scriptEvent(c *client, sc *catalog.Script, keys, argv [][]byte, ttl time.Duration) {
 	var typ pubsub.EventType
 	switch sc.Kind {
 	case quorum.Acquire, quorum.AcquireOrExtend:

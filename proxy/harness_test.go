@@ -20,6 +20,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/redisproc"
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/redis/go-redis/v9"
@@ -82,7 +83,7 @@ func startFront(t testing.TB, masters []*redisproc.Server, useTLS bool, opts ...
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	cat, err := proxy.NewCatalog(nil)
+	cat, err := catalog.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

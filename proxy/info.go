@@ -1,193 +1,60 @@
 package proxy
 
 import (
-	"fmt"
-	"os"
+	"io"
 	"path"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/lockproxy/lockproxy/proxy/pubsub"
-	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/proxy/ops"
 )
 
 // cmdInfo: INFO [section…]. Describes lockproxy, never a master; answered
-// from memory, without a round trip.
+// from memory, without a round trip (ops.Info writes the sections).
 func cmdInfo(s *Server, c *client, args [][]byte) {
-	want := map[string]bool{}
-	for _, a := range args[1:] {
-		want[strings.ToLower(string(a))] = true
+	sections := make([]string, len(args)-1)
+	for i, a := range args[1:] {
+		sections[i] = string(a)
 	}
-	all := len(want) == 0 || want["all"] || want["everything"] || want["default"]
-	var b strings.Builder
-	for _, sec := range []struct {
-		name string
-		fn   func(*strings.Builder)
-	}{
-		{"server", s.infoServer},
-		{"clients", s.infoClients},
-		{"persistence", infoPersistence},
-		{"stats", s.infoStats},
-		{"replication", infoReplication},
-		{"keyspace", infoKeyspace},
-		{"quorum", s.infoQuorum},
-		{"pubsub", s.infoPubSub},
-	} {
-		if !all && !want[sec.name] {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteString("\r\n")
-		}
-		b.WriteString("# " + strings.ToUpper(sec.name[:1]) + sec.name[1:] + "\r\n")
-		sec.fn(&b)
-	}
-	text := b.String()
+	text := ops.Info(sections, s.opsSources())
 	resp3 := c.resp3
 	c.local(func(out []byte) []byte { return appendVerbatim(out, text, resp3) })
 }
 
-func field(b *strings.Builder, k string, v any) { fmt.Fprintf(b, "%s:%v\r\n", k, v) }
+// WritePrometheus samples what is read at scrape time (master states, queue
+// depths, connection totals) and writes every metric of Config.Metrics in
+// Prometheus text format.
+func (s *Server) WritePrometheus(w io.Writer) { ops.WritePrometheus(w, s.opsSources()) }
 
-func (s *Server) infoServer(b *strings.Builder) {
-	field(b, "redis_version", redisCompatVersion)
-	field(b, "lockproxy_version", s.cfg.Version)
-	field(b, "lockproxy_commit", s.cfg.Commit)
-	field(b, "redis_mode", "standalone")
-	field(b, "os", runtime.GOOS+" "+runtime.GOARCH)
-	field(b, "arch_bits", strconv.IntSize)
-	field(b, "process_id", os.Getpid())
-	field(b, "go_version", runtime.Version())
-	up := time.Since(s.start)
-	field(b, "uptime_in_seconds", int64(up.Seconds()))
-	field(b, "uptime_in_days", int64(up.Hours()/24))
-	field(b, "config_file", s.cfg.ConfigFile)
-	field(b, "masters", s.cfg.Engine.N())
-	field(b, "quorum", s.cfg.Engine.Q())
-}
+// opsSources is what INFO and /metrics read: the metrics, the engine, and
+// the front end's own account of itself.
+func (s *Server) opsSources() ops.Sources {
+	return ops.Sources{Metrics: s.cfg.Metrics, Engine: s.cfg.Engine, Front: ops.Front{
+		RedisVersion: redisCompatVersion,
+		Version:      s.cfg.Version,
+		Commit:       s.cfg.Commit,
+		ConfigFile:   s.cfg.ConfigFile,
+		Started:      s.start,
 
-func (s *Server) infoClients(b *strings.Builder) {
-	field(b, "connected_clients", s.clients.Load())
-	field(b, "maxclients", s.cfg.MaxClients)
-	field(b, "blocked_clients", s.blockedN.Load())
-	field(b, "requirepass", map[bool]string{false: "no", true: "yes"}[s.cfg.RequirePass != ""])
-	field(b, "client_input_bytes", s.budget.Used())
-	field(b, "client_query_buffer_total", s.budget.Limit())
-}
+		Clients:      s.clients.Load(),
+		MaxClients:   s.cfg.MaxClients,
+		RequirePass:  s.cfg.RequirePass != "",
+		InputBytes:   s.budget.Used(),
+		InputLimit:   s.budget.Limit(),
+		ScriptsKnown: s.scripts.Len(),
 
-// infoPersistence answers what client ready checks look for.
-func infoPersistence(b *strings.Builder) {
-	field(b, "loading", 0)
-	field(b, "async_loading", 0)
-}
+		Accepted:        s.accepted.Load(),
+		Rejected:        s.rejected.Load(),
+		ProtocolErrors:  s.ProtocolErrors(),
+		Evicted:         s.budget.Evicted(),
+		IdleCloses:      s.idleClosed.Load(),
+		HandshakeCloses: s.handshakeClosed.Load(),
 
-func infoReplication(b *strings.Builder) {
-	field(b, "role", "master")
-	field(b, "connected_slaves", 0)
-}
-
-// infoKeyspace is empty: lockproxy keeps no keys of its own, and counting
-// the masters' would take a round trip.
-func infoKeyspace(b *strings.Builder) {}
-
-// infoStats has the counters of /metrics, under INFO-style names.
-func (s *Server) infoStats(b *strings.Builder) {
-	m := s.cfg.Metrics
-	field(b, "total_connections_received", s.accepted.Load())
-	field(b, "rejected_connections", s.rejected.Load())
-	field(b, "protocol_errors", s.ProtocolErrors())
-	field(b, "evicted_clients", s.budget.Evicted())
-	field(b, "idle_timeout_closes", s.idleClosed.Load())
-	field(b, "handshake_timeout_closes", s.handshakeClosed.Load())
-	field(b, "auth_failures", m.authFailures.Get())
-	var total uint64
-	m.counts(func(name string, v uint64) {
-		field(b, name, v)
-		total += v
-	})
-	field(b, "total_lock_requests", total)
-	for o, h := range m.decision {
-		if h != nil {
-			field(b, "decision_"+opNames[o]+"_p50_ms", fmtMs(h.quantile(0.5)))
-			field(b, "decision_"+opNames[o]+"_p99_ms", fmtMs(h.quantile(0.99)))
-		}
-	}
-	field(b, "script_catalog_hits", m.hits.Get())
-	field(b, "script_catalog_misses", m.miss.Get())
-	sent, lost, unknown := s.cfg.Engine.UndoStats()
-	field(b, "undo_sent", sent)
-	field(b, "undo_lost", lost)
-	field(b, "undo_unconfirmed", unknown)
-	field(b, "split_vote_retries", s.cfg.Engine.Retries())
-	field(b, "scripts_known", s.scripts.len())
-}
-
-// quarantineWhyNames are INFO's short names of quorum.Why.
-var quarantineWhyNames = map[quorum.Why]string{
-	quorum.WhyUnverified: "unchecked", quorum.WhyBootstrap: "bootstrap",
-	quorum.WhyRestarted: "restarted", quorum.WhyEvicting: "evicted",
-}
-
-func fmtMs(sec float64) string { return strconv.FormatFloat(sec*1e3, 'f', 3, 64) }
-
-// infoQuorum describes every master from memory: the engine's connection
-// state and quarantine, the latency of the last PING probe and the last
-// error seen. No master is asked anything, so a stuck master cannot slow
-// INFO down.
-func (s *Server) infoQuorum(b *strings.Builder) {
-	e := s.cfg.Engine
-	cfg := e.Config()
-	field(b, "masters", e.N())
-	field(b, "quorum", e.Q())
-	field(b, "node_timeout_ms", cfg.NodeTimeout.Milliseconds())
-	field(b, "max_ttl_ms", cfg.MaxTTL.Milliseconds())
-	field(b, "clock_drift_factor", cfg.DriftFactor)
-	var n [numStates]int
-	pending := 0
-	clean := strings.NewReplacer(",", ";", "\r", " ", "\n", " ")
-	for i, m := range e.Masters() {
-		state := masterState(m)
-		n[state]++
-		latency, until, lastErr, errAt := "", "", "", ""
-		if i < len(s.cfg.Metrics.masters) {
-			ms := s.cfg.Metrics.masters[i]
-			if ns := ms.lastLatency.Load(); ns > 0 {
-				latency = fmtMs(float64(ns) / 1e9)
-			}
-			if le := ms.lastErr.Load(); le != nil {
-				lastErr, errAt = le.text, le.at.UTC().Format(time.RFC3339)
-			}
-		}
-		if state == stateDown {
-			latency = "" // the last one measured says nothing now
-			if m.Err != nil {
-				lastErr, errAt = m.Err.Error(), "" // why it is down now
-			}
-		}
-		if !m.QuarantinedUntil.IsZero() {
-			until = m.QuarantinedUntil.UTC().Format(time.RFC3339Nano)
-		}
-		why := m.Excluded
-		if why == "" && !m.QuarantinedUntil.IsZero() {
-			why = quarantineWhyNames[m.QuarantineWhy]
-		}
-		counters := "ok"
-		if m.CountersPending {
-			counters = "pending" // lost its data; its counters not restored yet: no vote on them
-			pending++
-		}
-		fmt.Fprintf(b, "master%d:addr=%s,state=%s,latency_ms=%s,queued=%d,inflight=%d,quarantined_until=%s,why=%s,last_error_at=%s,last_error=%s,counters=%s\r\n",
-			i, m.Addr, stateNames[state], latency, m.Queued, m.Inflight, until, clean.Replace(why), errAt, clean.Replace(lastErr), counters)
-	}
-	field(b, "masters_up", n[stateUp]+n[stateQuarantined]+n[stateExcluded])
-	field(b, "masters_down", n[stateDown])
-	field(b, "masters_quarantined", n[stateQuarantined])
-	field(b, "masters_excluded", n[stateExcluded])
-	field(b, "masters_counters_pending", pending)
-	field(b, "quorum_available", map[bool]int{false: 0, true: 1}[n[stateUp] >= e.Q()])
+		Blocked: s.blockedN.Load(),
+		PubSub:  s.pubsubInfo(),
+	}}
 }
 
 // cmdConfig: CONFIG GET pattern… answers lockproxy's settings (and the
@@ -242,38 +109,4 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 		}
 		return b
 	})
-}
-
-// configSet is CONFIG SET notify-keyspace-events <flags>: it sets which
-// keyspace notifications this proxy synthesizes from lockproxy's events
-// (proxy/pubsub). The masters' own setting is not touched, and other
-// proxies keep theirs (config.toml's notify_keyspace_events gives every
-// proxy the same from the start). Any other parameter is refused: the
-// proxy is configured by config.toml.
-func configSet(s *Server, c *client, args [][]byte) {
-	if len(args) < 4 || len(args)%2 != 0 {
-		c.errorf("ERR wrong number of arguments for 'config|set' command")
-		return
-	}
-	for i := 2; i < len(args); i += 2 {
-		if p := strings.ToLower(string(args[i])); p != "notify-keyspace-events" {
-			c.errorf("ERR CONFIG SET '%s' is not supported: lockproxy accepts CONFIG SET notify-keyspace-events only; everything else is set in config.toml", clip(args[i]))
-			return
-		}
-	}
-	hub := s.cfg.Hub
-	if hub == nil {
-		c.errorf(errNoHub)
-		return
-	}
-	val := string(args[len(args)-1])
-	if _, err := pubsub.ParseKeyspaceEvents(val); err != nil {
-		// Redis 7.0's text for a bad value.
-		c.errorf("ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
-		return
-	}
-	hub.SetKeyspaceEvents(val)
-	s.cfg.Logger.Info("notify-keyspace-events set by a client; this proxy now synthesizes those notifications for lock keys, the masters' setting is unchanged",
-		"client", c.addr, "value", hub.KeyspaceEvents())
-	c.status("OK")
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/redis/go-redis/v9"
 )
@@ -351,7 +352,7 @@ func TestCustomScriptBySHA1Only(t *testing.T) {
 	body := `local v = redis.call("get", KEYS[1]) if v == ARGV[1] then redis.call("del", KEYS[1]) return 1 end return 0`
 	sum := sha1.Sum([]byte(body))
 	sha := hex.EncodeToString(sum[:])
-	cat, err := proxy.NewCatalog([]proxy.ScriptConfig{{Name: "my release", SHA1: sha, Kind: "release", Vote: "one"}})
+	cat, err := catalog.New([]catalog.ScriptConfig{{Name: "my release", SHA1: sha, Kind: "release", Vote: "one"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +372,7 @@ func TestCustomScriptBySHA1Only(t *testing.T) {
 // grow a key past max_ttl, which the restart quarantine relies on no key
 // outliving. lockproxy caps it.
 func TestRedisPyAdditiveExtendCappedAtMaxTTL(t *testing.T) {
-	body, err := os.ReadFile("scripts/redis-py_extend.lua")
+	body, err := os.ReadFile("catalog/scripts/redis-py_extend.lua")
 	if err != nil {
 		t.Fatal(err)
 	}

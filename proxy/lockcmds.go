@@ -74,20 +74,20 @@ func cmdSet(s *Server, c *client, args [][]byte) {
 	o, msg := parseSet(args)
 	if msg != "" {
 		c.errorf("%s", msg)
-		s.cfg.Metrics.request("set", "error")
+		s.cfg.Metrics.Request("set", "error")
 		return
 	}
 	var ttl time.Duration
 	if o.unit == 0 {
 		if s.cfg.DefaultTTL == 0 {
 			c.errorf("ERR SET NX without an expiry is refused: a lock that never expires is lost for good with its holder; add PX ms, or set default_ttl in config.toml")
-			s.cfg.Metrics.request("set", "error")
+			s.cfg.Metrics.Request("set", "error")
 			return
 		}
 		ttl = s.cfg.DefaultTTL
 	} else if ttl, msg = s.accountedTTL(o.ttlValue, o.unit); msg != "" {
 		c.errorf("%s", msg)
-		s.cfg.Metrics.request("set", "error")
+		s.cfg.Metrics.Request("set", "error")
 		return
 	}
 	s.acquire(c, t0, args[1], args[2], ttl, renderReply)
@@ -97,7 +97,7 @@ func cmdSetNX(s *Server, c *client, args [][]byte) {
 	t0 := batching.Now()
 	if s.cfg.DefaultTTL == 0 {
 		c.errorf("ERR SETNX is refused: it sets no expiry, and a lock that never expires is lost for good with its holder; use SET key token NX PX ms, or set default_ttl in config.toml")
-		s.cfg.Metrics.request("setnx", "error")
+		s.cfg.Metrics.Request("setnx", "error")
 		return
 	}
 	s.acquire(c, t0, args[1], args[2], s.cfg.DefaultTTL, renderSetNX)

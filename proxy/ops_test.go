@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/ops"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,9 +24,9 @@ func patient(pc *proxy.Config, qc *quorum.Config) { qc.NodeTimeout = time.Second
 
 // withMetrics wires a Metrics into the cluster as cmd/lockproxy does: the
 // engine's hooks and dialer, and PING probes every 20ms.
-func withMetrics(m **proxy.Metrics) clusterOpt {
+func withMetrics(m **ops.Metrics) clusterOpt {
 	return func(pc *proxy.Config, qc *quorum.Config) {
-		*m = proxy.NewMetrics(nil, qc.Masters)
+		*m = ops.NewMetrics(nil, qc.Masters)
 		pc.Metrics = *m
 		qc.OnBatch, qc.OnMasterState, qc.Dial = (*m).OnBatch, (*m).OnMasterState, (*m).Dial(nil)
 		qc.OnReply, qc.OnMiss = (*m).OnReply, (*m).OnMiss
@@ -82,9 +83,9 @@ func info(t *testing.T, cl *redis.Client, section string) map[string]string {
 // contentions, a release, a killed master, a quarantined one) and checks
 // that /metrics and INFO say exactly what happened.
 func TestMetricsAndInfoFollowASession(t *testing.T) {
-	var m *proxy.Metrics
+	var m *ops.Metrics
 	c := startCluster(t, 3, withMetrics(&m), patient)
-	t.Cleanup(m.StartProbes(proxy.ProbeOptions{Interval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	t.Cleanup(m.StartProbes(ops.ProbeOptions{Interval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	ctx := context.Background()
 	cl := c.client()
 	addr := func(i int) string { return fmt.Sprintf("%q", c.masters[i].Addr) }

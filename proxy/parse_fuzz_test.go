@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/resp"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -28,7 +29,7 @@ func fuzzServer(f *testing.F) *Server {
 		f.Fatal(err)
 	}
 	f.Cleanup(e.Close)
-	cat, err := NewCatalog(nil)
+	cat, err := catalog.New(nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func understoodCommand(s *Server, cmd []byte) bool {
 	if err != nil || p.Type != resp.Array || len(p.Elems) < 2 || !strings.EqualFold(string(p.Elems[0].Str), "EVALSHA") {
 		return false
 	}
-	sc, err, known := s.understood.lookup(string(p.Elems[1].Str))
+	sc, err, known := s.understood.Lookup(string(p.Elems[1].Str))
 	return known && err == nil && sc != nil
 }
 

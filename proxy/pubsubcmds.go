@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/internal/resp"
+	"github.com/lockproxy/lockproxy/proxy/ops"
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
 )
 
@@ -226,27 +227,44 @@ func pingSubscribed(c *client, args [][]byte) {
 	})
 }
 
-// infoPubSub is INFO's pubsub section: the hub's figures.
-func (s *Server) infoPubSub(b *strings.Builder) {
+// pubsubInfo is INFO's pubsub figures; nil without a hub.
+func (s *Server) pubsubInfo() *ops.PubSub {
 	hub := s.cfg.Hub
 	if hub == nil {
-		field(b, "pubsub_enabled", 0)
+		return nil
+	}
+	return &ops.PubSub{Stats: hub.Stats(), KeyspaceEvents: hub.KeyspaceEvents(), OutputLimitCloses: s.pushClosed.Load()}
+}
+
+// configSet is CONFIG SET notify-keyspace-events <flags>: it sets which
+// keyspace notifications this proxy synthesizes from lockproxy's events
+// (proxy/pubsub). The masters' own setting is not touched, and other
+// proxies keep theirs (config.toml's pubsub.notify_keyspace_events gives
+// every proxy the same from the start). Any other parameter is refused:
+// the proxy is configured by config.toml.
+func configSet(s *Server, c *client, args [][]byte) {
+	if len(args) < 4 || len(args)%2 != 0 {
+		c.errorf("ERR wrong number of arguments for 'config|set' command")
 		return
 	}
-	st := hub.Stats()
-	field(b, "pubsub_enabled", 1)
-	field(b, "pubsub_masters_up", st.MastersUp)
-	field(b, "pubsub_channels", st.Channels)
-	field(b, "pubsub_subscriptions", st.Subscriptions)
-	field(b, "pubsub_delivered", st.Delivered)
-	field(b, "pubsub_duplicates_dropped", st.Duplicates)
-	field(b, "pubsub_dedup_entries", st.DedupEntries)
-	field(b, "pubsub_dedup_evicted", st.DedupEvicted)
-	field(b, "pubsub_oversize_skipped", st.Oversize)
-	field(b, "pubsub_output_limit_closes", s.pushClosed.Load())
-	field(b, "pubsub_events", st.Events)
-	field(b, "pubsub_event_duplicates", st.EventDuplicates)
-	field(b, "pubsub_expiries_scheduled", st.Expiries)
-	field(b, "pubsub_expiries_dropped", st.ExpiriesDropped)
-	field(b, "notify_keyspace_events", hub.KeyspaceEvents())
+	for i := 2; i < len(args); i += 2 {
+		if p := strings.ToLower(string(args[i])); p != "notify-keyspace-events" {
+			c.errorf("ERR CONFIG SET '%s' is not supported: lockproxy accepts CONFIG SET notify-keyspace-events only; everything else is set in config.toml", clip(args[i]))
+			return
+		}
+	}
+	hub := s.cfg.Hub
+	if hub == nil {
+		c.errorf(errNoHub)
+		return
+	}
+	val := string(args[len(args)-1])
+	if err := hub.SetKeyspaceEvents(val); err != nil {
+		// Redis 7.0's text for a bad value.
+		c.errorf("ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
+		return
+	}
+	s.cfg.Logger.Info("notify-keyspace-events set by a client: this proxy now synthesizes those notifications for lock keys; the masters' setting and other proxies' are unchanged",
+		"client", c.addr, "value", hub.KeyspaceEvents())
+	c.status("OK")
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -38,7 +39,7 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 		c.errorf("ERR script %q %s, and force acquisition is switched off: allow_force_acquire = false in config.toml", sc.Name, what)
 		return
 	}
-	s.cfg.Metrics.scriptHit()
+	s.cfg.Metrics.ScriptHit()
 	if sc.Local != nil {
 		rep, resp3 := *sc.Local, c.resp3
 		c.local(func(b []byte) []byte { return appendReply(b, rep, resp3) })
@@ -55,7 +56,7 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 		c.errorf("%s", msg)
 		return
 	}
-	s.submit(c, s.cfg.Engine.Script(sc.op, keys, argv, ttl, t0), renderReply)
+	s.submit(c, s.cfg.Engine.Script(sc.Op(), keys, argv, ttl, t0), renderReply)
 	s.scriptEvent(c, sc, keys, argv, ttl)
 }
 
@@ -63,41 +64,40 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 // client and returns nil: NOSCRIPT for an unknown sha1; for an unknown
 // body, the analyzer's verdict (a connection that must not block gets
 // c.deferred and runs the command again once the verdict is in).
-func (s *Server) scriptFor(c *client, args [][]byte) *Script {
+func (s *Server) scriptFor(c *client, args [][]byte) *catalog.Script {
 	if len(args[0]) == 7 { // EVALSHA
-		sc := s.scripts.lookup(c, args[1])
+		sc := s.scripts.Lookup(args[1], c.scriptsFlushed)
 		if sc == nil {
 			c.errorf("%s No matching script. Please use EVAL.", errPrefixNoScript)
-			s.cfg.Metrics.scriptMiss()
+			s.cfg.Metrics.ScriptMiss()
 		}
 		return sc
 	}
 	sc := s.cfg.Catalog.Match(args[1])
 	if sc == nil {
-		sha := sha1Hex(args[1])
+		sum := sha1.Sum(args[1])
+		sha := hex.EncodeToString(sum[:])
 		var err error
 		var known bool
-		if sc, err, known = s.understood.lookup(sha); !known {
+		if sc, err, known = s.understood.Lookup(sha); !known {
 			if !s.awaitVerdict(c, args[1], sha) {
 				return nil
 			}
-			sc, err, _ = s.understood.lookup(sha)
+			sc, err, _ = s.understood.Lookup(sha)
 		}
 		if err != nil {
 			c.errorf("ERR unknown script (sha1 %s): lockproxy does not run it, because %s. Scripts are understood by what they do (README \"Scripts\"); register it under [[scripts]] in config.toml if it is a lock script", sha, err)
-			s.cfg.Metrics.scriptMiss()
+			s.cfg.Metrics.ScriptMiss()
 			return nil
 		}
 	}
 	if sc.Body == "" {
 		// A custom script registered by sha1 only: the client's text is
 		// its body (it hashes to that sha1), which the masters load.
-		full := *sc
-		full.Body = string(args[1])
-		sc = full.finish()
+		sc = sc.WithBody(args[1])
 	}
 	// The client's own sha1 (of its formatting) now answers EVALSHA.
-	s.scripts.loadBody(args[1], sc)
+	s.scripts.LoadBody(args[1], sc)
 	return sc
 }
 
@@ -109,7 +109,7 @@ func (s *Server) awaitVerdict(c *client, body []byte, sha string) bool {
 	if c.resume != nil {
 		then = c.resume
 	}
-	job, err := s.understood.start(body, sha, then)
+	job, err := s.understood.Start(body, sha, then)
 	if err != nil {
 		c.errorf("ERR unknown script (sha1 %s): %s", sha, err)
 		return false
@@ -118,7 +118,7 @@ func (s *Server) awaitVerdict(c *client, body []byte, sha string) bool {
 		c.deferred = true
 		return false
 	}
-	<-job.done
+	<-job.Done()
 	return true
 }
 
@@ -126,7 +126,7 @@ func (s *Server) awaitVerdict(c *client, body []byte, sha string) bool {
 // understood to: enough KEYS and ARGV, database 0 where it SELECTs, a
 // publish command where it takes a command name from ARGV. It returns the
 // client's error, or "".
-func checkScriptArgs(sc *Script, keys, argv [][]byte) string {
+func checkScriptArgs(sc *catalog.Script, keys, argv [][]byte) string {
 	switch {
 	case len(keys) < sc.MinKeys:
 		return fmt.Sprintf("ERR script %q reads KEYS[%d], but only %d KEYS were given", sc.Name, sc.MinKeys, len(keys))
@@ -162,12 +162,12 @@ func cmdScript(s *Server, c *client, args [][]byte) {
 			c.errorf("ERR unknown script (sha1 %s): lockproxy loads only catalogued lock scripts; register it under [[scripts]] in config.toml — see README \"Custom scripts\"", hex.EncodeToString(sum[:]))
 			return
 		}
-		c.bulk([]byte(s.scripts.loadBody(args[2], sc)))
+		c.bulk([]byte(s.scripts.LoadBody(args[2], sc)))
 	case "exists":
 		n := len(args) - 2
 		found := make([]bool, n)
 		for i := range found {
-			found[i] = s.scripts.lookup(c, args[2+i]) != nil
+			found[i] = s.scripts.Lookup(args[2+i], c.scriptsFlushed) != nil
 		}
 		c.local(func(b []byte) []byte {
 			b = appendArrayHeader(b, n)
@@ -185,8 +185,8 @@ func cmdScript(s *Server, c *client, args [][]byte) {
 			c.errorf("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
 			return
 		}
-		// This connection's view only: see scriptTable.
-		s.scripts.flush(c)
+		// This connection's view only: see catalog.Table.
+		c.scriptsFlushed = s.scripts.Flush()
 		c.status("OK")
 	default:
 		c.errorf("ERR unknown subcommand '%s'. lockproxy supports SCRIPT LOAD, EXISTS and FLUSH", clip(args[1]))

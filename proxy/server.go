@@ -1,7 +1,15 @@
 // Package proxy is lockproxy's RESP front end: it serves Redis clients on
 // an event loop (plain TCP and TLS alike), answers the connection handshake
-// itself, parses each lock command into one quorum operation, and writes
-// the replies in the order the client sent its commands, RESP2 or RESP3.
+// itself, parses each client command into one quorum operation, and renders
+// its outcome as RESP2 or RESP3, in the order the client sent its commands.
+// Every reply and error text a client reads is written here, but for
+// INFO's sections (proxy/ops) and the reason a script is not run
+// (proxy/catalog), which the error here quotes.
+//
+// The connections are conn.go, front.go, transport.go, idle.go and
+// guard.go; the commands, commands.go and the files they name. The script
+// catalog is proxy/catalog, the operator's view (metrics, INFO's sections,
+// master probes) proxy/ops.
 package proxy
 
 import (
@@ -15,14 +23,15 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/internal/resp"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // Server is the RESP front end.
 type Server struct {
 	cfg        Config
-	scripts    *scriptTable
-	understood *understander // scripts the catalog does not know, by what they do
+	scripts    *catalog.Table
+	understood *catalog.Understander // scripts the catalog does not know, by what they do
 	start      time.Time
 	maxTTL     time.Duration // the engine's, read on every acquisition
 	drift      float64       // the engine's clock drift factor
@@ -70,8 +79,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	drift := cfg.Engine.Config().DriftFactor
 	s := &Server{
-		cfg: cfg, scripts: newScriptTable(cfg.Catalog, cfg.LearnedScripts), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
-		understood: newUnderstander(cfg.Engine.Config().MaxTTL, cfg.Engine.Config().DriftFactor),
+		cfg: cfg, scripts: catalog.NewTable(cfg.Catalog, cfg.LearnedScripts), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
+		understood: catalog.NewUnderstander(cfg.Engine.Config().MaxTTL, cfg.Engine.Config().DriftFactor),
 		drift:      drift, minTTL: minTTLFor(drift),
 		idle:   make(chan struct{}),
 		budget: resp.NewBudget(cfg.MaxInputTotal),
@@ -107,7 +116,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	first := !s.closing
 	s.closing = true
 	if first {
-		s.understood.close()
+		s.understood.Close()
 		s.writeBy.Store(time.Now().Add(shutdownWriteGrace).UnixNano())
 		if s.active == 0 {
 			close(s.idle)
@@ -192,7 +201,7 @@ type client struct {
 	quit          bool
 	greeted       bool // sent a complete command (HandshakeTimeout)
 	// scriptsFlushed stamps this connection's last SCRIPT FLUSH (0: none):
-	// it sees only the scripts loaded after it (scriptTable).
+	// it sees only the scripts loaded after it (catalog.Table).
 	scriptsFlushed uint64
 	// resume, for a connection that must not block (on the event loop),
 	// is how an analysis tells it to go on: then a command that needs one
@@ -227,14 +236,14 @@ func (s *Server) admit() (reject string) {
 		return "ERR lockproxy is shutting down"
 	}
 	s.accepted.Add(1)
-	s.cfg.Metrics.connections.Inc()
+	s.cfg.Metrics.ConnOpened()
 	return ""
 }
 
 // gone counts an admitted connection out.
 func (s *Server) gone() {
 	s.clients.Add(-1)
-	s.cfg.Metrics.connections.Dec()
+	s.cfg.Metrics.ConnClosed()
 }
 
 func (s *Server) newClient(addr string, w *quorum.Waiter) *client {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -135,6 +136,9 @@ type MasterTLS struct {
 	// authentication of the masters. For tests only.
 	InsecureSkipVerify bool
 }
+
+// DialFunc connects to a master (quorum.Config.Dial).
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // Dialer returns a quorum.Config.Dial that connects with TLS and finishes
 // the handshake within the dial's deadline.

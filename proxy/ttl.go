@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -84,7 +85,7 @@ func minTTLFor(factor float64) time.Duration {
 // scriptTTLs checks every TTL an EVAL of sc carries: the lock's (TTLArg,
 // accounted: returned for validity; 0 when none) and the others
 // (OtherTTLs). msg is the client's error, or "".
-func (s *Server) scriptTTLs(sc *Script, keys, argv [][]byte) (ttl time.Duration, msg string) {
+func (s *Server) scriptTTLs(sc *catalog.Script, keys, argv [][]byte) (ttl time.Duration, msg string) {
 	switch {
 	case sc.Kind == quorum.Read:
 	case sc.TTLConst > 0:
@@ -118,7 +119,7 @@ func argName(inKeys bool, i int) string {
 // checkOtherTTLs checks the TTLs a script carries besides its lock's
 // (Script.OtherTTLs): each must be a positive integer within max_ttl, as
 // SET's is. It returns the client's error, or "".
-func (s *Server) checkOtherTTLs(sc *Script, keys, argv [][]byte) string {
+func (s *Server) checkOtherTTLs(sc *catalog.Script, keys, argv [][]byte) string {
 	for _, o := range sc.OtherTTLs {
 		if o.Arg == 0 {
 			continue // a constant, checked when the script was understood

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/pelletier/go-toml/v2"
@@ -30,13 +30,13 @@ type fileConfig struct {
 	// acquisition) run; false refuses them. nil: the default, true.
 	AllowForceAcquire *bool `toml:"allow_force_acquire"`
 	// IdleTimeout and HandshakeTimeout: proxy.Config's; "0" or "" off.
-	IdleTimeout      duration             `toml:"idle_timeout"`
-	HandshakeTimeout duration             `toml:"handshake_timeout"`
-	LogLevel         string               `toml:"log_level"`
-	LogFormat        string               `toml:"log_format"`
-	Quorum           quorumConfig         `toml:"quorum"`
-	Scripts          []proxy.ScriptConfig `toml:"scripts"`
-	PubSub           pubsubConfig         `toml:"pubsub"`
+	IdleTimeout      duration               `toml:"idle_timeout"`
+	HandshakeTimeout duration               `toml:"handshake_timeout"`
+	LogLevel         string                 `toml:"log_level"`
+	LogFormat        string                 `toml:"log_format"`
+	Quorum           quorumConfig           `toml:"quorum"`
+	Scripts          []catalog.ScriptConfig `toml:"scripts"`
+	PubSub           pubsubConfig           `toml:"pubsub"`
 
 	// Client input limits: proxy.Config MaxBulkLen, MaxArgs, MaxQueryBuffer.
 	ProtoMaxBulkLen        int `toml:"proto_max_bulk_len"`

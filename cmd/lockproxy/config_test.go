@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/redisproc"
-	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/redis/go-redis/v9"
 )
@@ -194,12 +194,12 @@ other_ttl_args = [{ arg = 2, unit = "ms" }]
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := proxy.NewCatalog(cfg.Scripts)
+	cat, err := catalog.New(cfg.Scripts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc := cat.Scripts()[len(cat.Scripts())-1]
-	if len(sc.OtherTTLs) != 1 || sc.OtherTTLs[0] != (proxy.ArgTTL{Arg: 2, Unit: quorum.Millis}) {
+	if len(sc.OtherTTLs) != 1 || sc.OtherTTLs[0] != (catalog.ArgTTL{Arg: 2, Unit: quorum.Millis}) {
 		t.Fatalf("other_ttl_args decoded as %+v", sc.OtherTTLs)
 	}
 	path = writeConfig(t, "[quorum]\nmasters = [\"127.0.0.1:7001\"]\n[[scripts]]\nname = \"x\"\nother_ttl_args = 2\n")
@@ -267,7 +267,7 @@ no_reply = `+v+"\n")
 		if err != nil {
 			t.Fatalf("no_reply = %s: %v", v, err)
 		}
-		cat, err := proxy.NewCatalog(cfg.Scripts)
+		cat, err := catalog.New(cfg.Scripts)
 		if err != nil {
 			t.Fatalf("no_reply = %s: %v", v, err)
 		}

@@ -120,9 +120,9 @@ func typeName(goType string) string {
 		return `an array of strings, such as ["127.0.0.1:7001", "127.0.0.1:7002"]`
 	case "main.duration":
 		return `a duration string such as "50ms"`
-	case "[]proxy.ScriptConfig":
+	case "[]catalog.ScriptConfig":
 		return "[[scripts]] tables"
-	case "[]proxy.TTLArgConfig":
+	case "[]catalog.TTLArgConfig":
 		return `an array of inline tables, such as [{ arg = 2, unit = "ms" }]`
 	}
 	if strings.HasPrefix(goType, "main.") || strings.HasPrefix(goType, "*main.") {

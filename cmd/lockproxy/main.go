@@ -31,6 +31,8 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
+	"github.com/lockproxy/lockproxy/proxy/ops"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -142,7 +144,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 			return fail("config: %s: tls_%v", fileErrorAt(cfg.src, "tls_", err), err)
 		}
 	}
-	catalog, err := proxy.NewCatalog(cfg.Scripts)
+	scripts, err := catalog.New(cfg.Scripts)
 	if err != nil {
 		return fail("config: %s: %v", cfg.src.at("scripts"), err)
 	}
@@ -183,13 +185,13 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	set := metrics.NewSet()
 	metrics.ExposeMetadata(true) // # TYPE lines, so Prometheus knows the histograms
 	set.NewGauge(fmt.Sprintf(`lockproxy_build_info{version=%q,commit=%q}`, version, commitID()), func() float64 { return 1 })
-	pm := proxy.NewMetrics(set, cfg.Quorum.Masters)
+	pm := ops.NewMetrics(set, cfg.Quorum.Masters)
 	var auth [][]byte
 	if cmd := proxy.AuthCommand(cfg.Quorum.MasterUsername, cfg.Quorum.MasterPassword); cmd != nil {
 		auth = append(auth, cmd)
 	}
 	var bodies []string
-	for _, sc := range catalog.Scripts() {
+	for _, sc := range scripts.Scripts() {
 		if sc.Body != "" {
 			bodies = append(bodies, sc.Body)
 		}
@@ -223,7 +225,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	}
 	defer engine.Close()
 	if iv := cfg.Quorum.ProbeInterval.Duration; iv > 0 {
-		stopProbes := pm.StartProbes(proxy.ProbeOptions{Interval: iv, Dial: masterDial, Auth: auth, Logger: logger})
+		stopProbes := pm.StartProbes(ops.ProbeOptions{Interval: iv, Dial: masterDial, Auth: auth, Logger: logger})
 		defer stopProbes()
 	}
 
@@ -241,7 +243,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		PubSubSoftLimit: soft,
 		PubSubSoftFor:   softFor,
 		Engine:          engine,
-		Catalog:         catalog,
+		Catalog:         scripts,
 		RequirePass:     cfg.RequirePass,
 		DefaultTTL:      cfg.DefaultTTL.Duration,
 		MaxClients:      cfg.MaxClients,

@@ -25,7 +25,7 @@ type corpusWant struct {
 }
 
 // corpus is the expectations table. For the scripts catalogued today
-// (proxy/catalog_builtins.go) it is the catalog's behaviour, written in the
+// (proxy/catalog/catalog_builtins.go) it is the catalog's behaviour, written in the
 // analyzer's terms: YesOne/YesTrue is "integer 1", YesOK `status "OK"`,
 // YesNumKeys "integer = #KEYS", YesNonNegative "integer >= 0", YesZero
 // "integer 0"; TTLArg n is ARGV[n] with its unit; NoReply is no=; TokenArg

@@ -1,4 +1,14 @@
-package proxy
+// Package catalog knows the lock scripts lockproxy runs: the built-in
+// catalog, the operator's [[scripts]], and scripts understood by what they
+// do (proxy/analyze), by sha1 and normal form; and each connection's view
+// of them (SCRIPT LOAD/EXISTS/FLUSH).
+//
+// A Catalog is built once at start-up (New). The proxy looks scripts up
+// through a Table (EVALSHA, SCRIPT EXISTS, LOAD and FLUSH) and hands the
+// bodies the catalog does not know to an Understander, whose analyses run
+// off the request path. A Script says how the engine votes on it; Op is
+// what the proxy passes to quorum.Engine.Script.
+package catalog
 
 import (
 	"crypto/sha1"
@@ -39,7 +49,7 @@ type Script struct {
 	OtherTTLs []ArgTTL
 	// Force marks an acquire script that takes the lock whoever holds it
 	// (SET without NX: rueidislock's ForceWithContext). Refused when the
-	// operator switches force acquisition off (Config.DenyForce).
+	// operator switches force acquisition off (proxy.Config.DenyForce).
 	Force bool
 
 	// What the analyzer adds for scripts it understood (zero for the
@@ -74,6 +84,18 @@ type Script struct {
 	Signals []quorum.Arg
 
 	op *quorum.ScriptOp // how the engine runs it, built once by finish
+}
+
+// Op is how the engine runs s: what quorum.Engine.Script takes.
+func (s *Script) Op() *quorum.ScriptOp { return s.op }
+
+// WithBody returns s with body as its text, for a custom script registered
+// by sha1 only (Body ""): the client's text, which hashes to that sha1, is
+// what the masters load.
+func (s *Script) WithBody(body []byte) *Script {
+	full := *s
+	full.Body = string(body)
+	return full.finish()
 }
 
 // ArgTTL is an argument of a script that carries a TTL, and its unit.
@@ -122,15 +144,15 @@ type Catalog struct {
 	byNorm  map[string]*Script // Normalize(body) → script, built once here so Match only normalizes the client's text
 }
 
-// NewCatalog builds the catalog: the built-in scripts, then custom, the
+// New builds the catalog: the built-in scripts, then custom, the
 // operator's [[scripts]] entries. An invalid entry is an error that names
 // it (its index in custom and its name) and the field at fault.
-func NewCatalog(custom []ScriptConfig) (*Catalog, error) {
+func New(custom []ScriptConfig) (*Catalog, error) {
 	c := &Catalog{bySHA: map[string]*Script{}, byNorm: map[string]*Script{}}
 	for _, b := range builtins {
 		body, err := scriptFiles.ReadFile("scripts/" + b.file + ".lua")
 		if err != nil {
-			panic("proxy: builtin script " + b.file + ": " + err.Error())
+			panic("catalog: builtin script " + b.file + ": " + err.Error())
 		}
 		s := b.s
 		s.Body = string(body)
@@ -140,7 +162,7 @@ func NewCatalog(custom []ScriptConfig) (*Catalog, error) {
 		if err := c.add(&s, true); err != nil {
 			// Two built-in entries that normalize equal but vote
 			// differently: a mistake in the table above.
-			panic("proxy: builtin " + s.Name + ": " + err.Error())
+			panic("catalog: builtin " + s.Name + ": " + err.Error())
 		}
 	}
 	nbuiltin := len(c.scripts)

@@ -1,4 +1,4 @@
-package proxy
+package catalog
 
 import (
 	"container/list"
@@ -16,7 +16,9 @@ import (
 // recently used going first. A bounded number of analyses run at once, and
 // a bounded number wait; past that, a new script is refused as "busy" and
 // the client may send it again.
-type understander struct {
+//
+// An Understander is safe for concurrent use.
+type Understander struct {
 	analyze func(ctx context.Context, body []byte) (*analyze.Semantics, error)
 	maxTTL  time.Duration
 	drift   float64
@@ -24,7 +26,7 @@ type understander struct {
 	max     int           // analyses running or waiting, at most
 
 	mu       sync.Mutex               // protects the fields below
-	inflight map[string]*analysisJob  // sha1 → the analysis under way
+	inflight map[string]*Analysis     // sha1 → the analysis under way
 	known    map[string]*list.Element // sha1 → its element in lru
 	lru      list.List                // of *understoodScript, most recently used first
 	keep     int                      // the most kept
@@ -38,25 +40,29 @@ type understoodScript struct {
 	err error // the refusal
 }
 
-// analysisJob is one analysis under way; done is closed when sc or err is
+// Analysis is one analysis under way; done is closed when sc or err is
 // set, after every waiter registered before was told.
-type analysisJob struct {
+type Analysis struct {
 	done    chan struct{}
 	sc      *Script
 	err     error
 	waiters []func()
 }
 
-// Bounds of the understander (defaults; Config.Understood* override).
+// Bounds of the Understander.
 const (
 	defaultAnalysesAtOnce = 2    // the machine's cores are the masters' and the clients' too
 	defaultAnalysesQueued = 64   // waiting for a turn
 	defaultUnderstoodKept = 4096 // scripts (or refusals) kept by sha1
 )
 
-func newUnderstander(maxTTL time.Duration, drift float64) *understander {
+// NewUnderstander returns an Understander of scripts for an engine with
+// this max_ttl and clock drift factor (quorum.Config.MaxTTL, DriftFactor):
+// a script that sets a TTL over maxTTL, or one too short to leave validity
+// after the drift allowance, is refused or answered locally.
+func NewUnderstander(maxTTL time.Duration, drift float64) *Understander {
 	ctx, cancel := context.WithCancel(context.Background())
-	u := &understander{
+	u := &Understander{
 		analyze: func(ctx context.Context, body []byte) (*analyze.Semantics, error) {
 			return analyze.AnalyzeContext(ctx, body, analyze.Options{})
 		},
@@ -64,7 +70,7 @@ func newUnderstander(maxTTL time.Duration, drift float64) *understander {
 		drift:    drift,
 		running:  make(chan struct{}, defaultAnalysesAtOnce),
 		max:      defaultAnalysesAtOnce + defaultAnalysesQueued,
-		inflight: map[string]*analysisJob{},
+		inflight: map[string]*Analysis{},
 		known:    map[string]*list.Element{},
 		keep:     defaultUnderstoodKept,
 		ctx:      ctx,
@@ -76,15 +82,16 @@ func newUnderstander(maxTTL time.Duration, drift float64) *understander {
 // errBusy refuses a new script while too many are being understood.
 var errBusy = &refusal{msg: "lockproxy is understanding too many new scripts at once; send it again in a moment"}
 
-// refusal is why a script is not run; the client gets "ERR unknown script
-// (sha1 …): <msg>".
+// refusal is why a script is not run; the proxy tells the client "ERR
+// unknown script (sha1 …): <msg>".
 type refusal struct{ msg string }
 
 func (r *refusal) Error() string { return r.msg }
 
-// lookup returns what is known of sha: a script, or a refusal; neither
-// while it was never analyzed (or forgotten).
-func (u *understander) lookup(sha string) (*Script, error, bool) {
+// Lookup returns what is known of sha (lower-case hex): a script, or the
+// reason it is refused; known is false while it was never analyzed (or
+// was forgotten).
+func (u *Understander) Lookup(sha string) (sc *Script, refused error, known bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	e := u.known[sha]
@@ -96,10 +103,11 @@ func (u *understander) lookup(sha string) (*Script, error, bool) {
 	return us.sc, us.err, true
 }
 
-// start analyzes body (whose sha1 is sha) unless that is under way, and
-// calls then once the outcome is known (from the analysis's goroutine).
-// It returns the job, or errBusy.
-func (u *understander) start(body []byte, sha string, then func()) (*analysisJob, error) {
+// Start analyzes body (whose sha1 is sha) unless that is under way, and
+// calls then (if not nil) once the outcome is known, from the analysis's
+// goroutine; Lookup has it by then. It returns the analysis, or an error
+// the client reads when too many are under way.
+func (u *Understander) Start(body []byte, sha string, then func()) (*Analysis, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if j := u.inflight[sha]; j != nil {
@@ -111,7 +119,7 @@ func (u *understander) start(body []byte, sha string, then func()) (*analysisJob
 	if len(u.inflight) >= u.max {
 		return nil, errBusy
 	}
-	j := &analysisJob{done: make(chan struct{})}
+	j := &Analysis{done: make(chan struct{})}
 	if then != nil {
 		j.waiters = append(j.waiters, then)
 	}
@@ -120,7 +128,10 @@ func (u *understander) start(body []byte, sha string, then func()) (*analysisJob
 	return j, nil
 }
 
-func (u *understander) run(body []byte, sha string, j *analysisJob) {
+// Done is closed once the analysis's outcome is known (Lookup has it).
+func (j *Analysis) Done() <-chan struct{} { return j.done }
+
+func (u *Understander) run(body []byte, sha string, j *Analysis) {
 	select {
 	case u.running <- struct{}{}:
 	case <-u.ctx.Done():
@@ -140,7 +151,7 @@ func (u *understander) run(body []byte, sha string, j *analysisJob) {
 }
 
 // settle records an analysis's outcome and tells its waiters.
-func (u *understander) settle(sha string, j *analysisJob, sc *Script, err error) {
+func (u *Understander) settle(sha string, j *Analysis, sc *Script, err error) {
 	u.mu.Lock()
 	delete(u.inflight, sha)
 	if u.ctx.Err() == nil {
@@ -161,5 +172,5 @@ func (u *understander) settle(sha string, j *analysisJob, sc *Script, err error)
 	}
 }
 
-// close ends the analyses under way (their waiters hear a refusal).
-func (u *understander) close() { u.cancel() }
+// Close ends the analyses under way (their waiters hear a refusal).
+func (u *Understander) Close() { u.cancel() }

@@ -1,4 +1,4 @@
-package proxy
+package catalog
 
 import (
 	"container/list"
@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 )
 
-// scriptTable answers EVALSHA and SCRIPT EXISTS: which sha1s name a
+// Table answers EVALSHA and SCRIPT EXISTS: which sha1s name a
 // catalogued script. The catalog's own sha1s are always known. The sha1s
 // of reformatted copies that clients EVALed or loaded (SCRIPT LOAD) are
 // learned, at most max of them, the least recently used going first: a
@@ -24,7 +24,11 @@ import (
 // flush: NOSCRIPT for the others, so that its library falls back to EVAL.
 // Loads are stamped from a counter once some connection has flushed;
 // until then none is, and the hot path takes no lock for catalogued sha1s.
-type scriptTable struct {
+// A connection keeps the stamp of its last flush (Flush returns it) and
+// passes it to Lookup: 0 while it never flushed.
+//
+// A Table is safe for concurrent use.
+type Table struct {
 	cat       *Catalog
 	max       int
 	catLoaded map[string]*atomic.Uint64 // catalog sha1 → stamp of its last load; the map is immutable
@@ -42,22 +46,28 @@ type learnedScript struct {
 	loaded uint64 // stamp of its last load; 0 before any flush
 }
 
-// defaultLearnedScripts bounds the learned sha1s (Config.LearnedScripts):
+// DefaultLearnedScripts bounds the learned sha1s (proxy.Config.LearnedScripts):
 // far more than the reformatted copies real libraries send (one per
 // library version), about 2 MB when full.
-const defaultLearnedScripts = 10000
+const DefaultLearnedScripts = 10000
 
-func newScriptTable(cat *Catalog, max int) *scriptTable {
-	t := &scriptTable{cat: cat, max: max, catLoaded: map[string]*atomic.Uint64{}, learned: map[string]*list.Element{}}
+// NewTable returns the table of cat's scripts, which learns at most max
+// sha1s of reformatted copies (max <= 0: DefaultLearnedScripts).
+func NewTable(cat *Catalog, max int) *Table {
+	if max <= 0 {
+		max = DefaultLearnedScripts
+	}
+	t := &Table{cat: cat, max: max, catLoaded: map[string]*atomic.Uint64{}, learned: map[string]*list.Element{}}
 	for _, sc := range cat.Scripts() {
 		t.catLoaded[sc.SHA1] = new(atomic.Uint64)
 	}
 	return t
 }
 
-// lookup returns the script sha (hex, any case) names for connection c,
-// or nil (NOSCRIPT). A learned sha1 found is marked recently used.
-func (t *scriptTable) lookup(c *client, sha []byte) *Script {
+// Lookup returns the script sha (hex, any case) names for a connection
+// whose last SCRIPT FLUSH has the stamp flushed (0: none), or nil
+// (NOSCRIPT). A learned sha1 found is marked recently used.
+func (t *Table) Lookup(sha []byte, flushed uint64) *Script {
 	var buf [40]byte
 	if len(sha) != len(buf) {
 		return nil
@@ -69,7 +79,7 @@ func (t *scriptTable) lookup(c *client, sha []byte) *Script {
 		buf[i] = ch
 	}
 	if sc := t.cat.bySHA[string(buf[:])]; sc != nil { // no allocation: a map index
-		if c.scriptsFlushed == 0 || t.catLoaded[sc.SHA1].Load() > c.scriptsFlushed {
+		if flushed == 0 || t.catLoaded[sc.SHA1].Load() > flushed {
 			return sc
 		}
 		return nil
@@ -81,7 +91,7 @@ func (t *scriptTable) lookup(c *client, sha []byte) *Script {
 		return nil
 	}
 	ls := e.Value.(*learnedScript)
-	if c.scriptsFlushed != 0 && ls.loaded <= c.scriptsFlushed {
+	if flushed != 0 && ls.loaded <= flushed {
 		return nil
 	}
 	t.lru.MoveToFront(e)
@@ -90,7 +100,7 @@ func (t *scriptTable) lookup(c *client, sha []byte) *Script {
 
 // load records that a client loaded sc under sha (lower-case hex of the
 // text it sent): by EVAL or SCRIPT LOAD.
-func (t *scriptTable) load(sha string, sc *Script) {
+func (t *Table) load(sha string, sc *Script) {
 	var stamp uint64
 	if t.flushed.Load() {
 		stamp = t.stamp.Add(1)
@@ -116,9 +126,10 @@ func (t *scriptTable) load(sha string, sc *Script) {
 	}
 }
 
-// loadBody is load of the text a client sent; it returns its sha1. The
+// LoadBody records that a client loaded sc (EVAL or SCRIPT LOAD) by
+// sending body, and returns body's sha1, which now names sc. The
 // catalogued body itself, the usual case, costs no allocation.
-func (t *scriptTable) loadBody(body []byte, sc *Script) string {
+func (t *Table) LoadBody(body []byte, sc *Script) string {
 	sum := sha1.Sum(body)
 	var h [40]byte
 	hex.Encode(h[:], sum[:])
@@ -130,15 +141,16 @@ func (t *scriptTable) loadBody(body []byte, sc *Script) string {
 	return sha
 }
 
-// flush is SCRIPT FLUSH from connection c: c no longer sees what was
-// loaded before; other connections see no change.
-func (t *scriptTable) flush(c *client) {
+// Flush is SCRIPT FLUSH from one connection: it returns the stamp that
+// connection passes to Lookup from then on, so that it no longer sees
+// what was loaded before; other connections see no change.
+func (t *Table) Flush() (flushed uint64) {
 	t.flushed.Store(true)
-	c.scriptsFlushed = t.stamp.Add(1)
+	return t.stamp.Add(1)
 }
 
-// len is the number of sha1s known: the catalog's and the learned ones.
-func (t *scriptTable) len() int {
+// Len is the number of sha1s known: the catalog's and the learned ones.
+func (t *Table) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.catLoaded) + len(t.learned)

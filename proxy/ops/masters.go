@@ -1,4 +1,4 @@
-package proxy
+package ops
 
 import (
 	"context"
@@ -100,8 +100,10 @@ func (ms *masterStats) setErr(err error) {
 	ms.lastErr.Store(&masterErr{text: err.Error(), at: time.Now()})
 }
 
-// DialFunc connects to a master (quorum.Config.Dial).
-type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+// DialFunc connects to a master: the type of quorum.Config.Dial. An alias,
+// so that any named dialer of that shape (proxy.MasterTLS's, pubsub's)
+// is one without a conversion.
+type DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // OnBatch is quorum.Config.OnBatch: the size of each pipelined write.
 func (m *Metrics) OnBatch(i, ops int) {

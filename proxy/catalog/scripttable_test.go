@@ -1,4 +1,4 @@
-package proxy
+package catalog
 
 import (
 	"fmt"
@@ -11,27 +11,27 @@ import (
 // is found without allocating.
 func TestScriptTableLookup(t *testing.T) {
 	cat := newTestCatalog(t)
-	tab := newScriptTable(cat, 10)
-	c := &client{}
+	tab := NewTable(cat, 10)
+	var c uint64 // a connection that never flushed
 	sc := cat.Scripts()[0]
 	learned := strings.Repeat("ab12", 10)
 	tab.load(learned, sc)
 	for _, q := range []string{learned, strings.ToUpper(learned), "AB12" + learned[4:], sc.SHA1, strings.ToUpper(sc.SHA1)} {
-		if tab.lookup(c, []byte(q)) != sc {
+		if tab.Lookup([]byte(q), c) != sc {
 			t.Errorf("lookup(%q) missed", q)
 		}
 	}
 	for _, q := range []string{"00", strings.Repeat("A", 100), strings.Repeat("0", 40)} {
-		if tab.lookup(c, []byte(q)) != nil {
+		if tab.Lookup([]byte(q), c) != nil {
 			t.Errorf("lookup(%q) found a script", q)
 		}
 	}
 	sha := []byte(strings.ToUpper(sc.SHA1))
-	if n := testing.AllocsPerRun(100, func() { tab.lookup(c, sha) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { tab.Lookup(sha, c) }); n != 0 {
 		t.Errorf("lookup of a catalogued sha1: %v allocations", n)
 	}
 	body := []byte(sc.Body)
-	if n := testing.AllocsPerRun(100, func() { tab.loadBody(body, sc) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { tab.LoadBody(body, sc) }); n != 0 {
 		t.Errorf("loadBody of a catalogued body: %v allocations", n)
 	}
 }
@@ -40,25 +40,25 @@ func TestScriptTableLookup(t *testing.T) {
 // goes; the catalog's stay.
 func TestScriptTableBounded(t *testing.T) {
 	cat := newTestCatalog(t)
-	tab := newScriptTable(cat, 3)
-	c := &client{}
+	tab := NewTable(cat, 3)
+	var c uint64 // a connection that never flushed
 	sc := cat.Scripts()[0]
 	sha := func(i int) string { return fmt.Sprintf("%040x", i+1) }
 	for i := 0; i < 3; i++ {
 		tab.load(sha(i), sc)
 	}
-	tab.lookup(c, []byte(sha(0))) // used: 1 is now the least recently used
+	tab.Lookup([]byte(sha(0)), c) // used: 1 is now the least recently used
 	tab.load(sha(3), sc)
 	for i, want := range []bool{true, false, true, true} {
-		if got := tab.lookup(c, []byte(sha(i))) != nil; got != want {
+		if got := tab.Lookup([]byte(sha(i)), c) != nil; got != want {
 			t.Errorf("sha %d known = %v, want %v", i, got, want)
 		}
 	}
-	if n := tab.len(); n != len(cat.Scripts())+3 {
+	if n := tab.Len(); n != len(cat.Scripts())+3 {
 		t.Errorf("len = %d, want the catalog's %d + 3", n, len(cat.Scripts()))
 	}
 	for _, s := range cat.Scripts() {
-		if tab.lookup(c, []byte(s.SHA1)) != s {
+		if tab.Lookup([]byte(s.SHA1), c) != s {
 			t.Errorf("catalogued %s dropped", s.Name)
 		}
 	}
@@ -69,27 +69,27 @@ func TestScriptTableBounded(t *testing.T) {
 // others; what is loaded afterwards, by anyone, it sees again.
 func TestScriptTableFlushView(t *testing.T) {
 	cat := newTestCatalog(t)
-	tab := newScriptTable(cat, 10)
-	a, b := &client{}, &client{}
+	tab := NewTable(cat, 10)
+	var a, b uint64 // two connections' flush stamps
 	sc := cat.Scripts()[0]
 	learned := strings.Repeat("cd", 20)
 	tab.load(learned, sc)
-	tab.flush(b)
+	b = tab.Flush()
 	for _, sha := range []string{learned, sc.SHA1} {
-		if tab.lookup(a, []byte(sha)) != sc {
+		if tab.Lookup([]byte(sha), a) != sc {
 			t.Errorf("%s: another connection's flush hid it", sha)
 		}
-		if tab.lookup(b, []byte(sha)) != nil {
+		if tab.Lookup([]byte(sha), b) != nil {
 			t.Errorf("%s: still seen by the connection that flushed", sha)
 		}
 	}
 	tab.load(sc.SHA1, sc) // someone EVALs the catalogued body
 	tab.load(learned, sc)
-	if tab.lookup(b, []byte(sc.SHA1)) != sc || tab.lookup(b, []byte(learned)) != sc {
+	if tab.Lookup([]byte(sc.SHA1), b) != sc || tab.Lookup([]byte(learned), b) != sc {
 		t.Errorf("loaded after the flush, still hidden")
 	}
-	tab.flush(a)
-	if tab.lookup(a, []byte(sc.SHA1)) != nil || tab.lookup(b, []byte(sc.SHA1)) != sc {
+	a = tab.Flush()
+	if tab.Lookup([]byte(sc.SHA1), a) != nil || tab.Lookup([]byte(sc.SHA1), b) != sc {
 		t.Errorf("a second flush, by a, changed b's view or not a's")
 	}
 }

@@ -1,9 +1,18 @@
-package proxy
+// Package ops is what an operator sees of lockproxy: Prometheus metrics,
+// the INFO sections, and the master probes.
+//
+// cmd/lockproxy builds one Metrics (NewMetrics), gives its hooks to the
+// engine (quorum.Config.OnBatch, OnReply, OnMiss, OnMasterState, Dial),
+// starts the PING probes (StartProbes) and hands it to the front end
+// (proxy.Config.Metrics), which counts requests, connections and script
+// lookups on it. /metrics (WritePrometheus) and INFO (Info) read the same
+// counters, with what they sample of the engine and of the front end
+// (Sources). Nothing here is on a request's path but the counting, which
+// takes no lock.
+package ops
 
 import (
 	"io"
-	"strconv"
-	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/lockproxy/lockproxy/quorum"
@@ -11,10 +20,10 @@ import (
 
 // Metrics are lockproxy's Prometheus metrics: the front end's requests and
 // connections, and what lockproxy observes of each master. They live in a
-// metrics.Set that Server.WritePrometheus writes on /metrics; INFO reads the
+// metrics.Set that WritePrometheus writes on /metrics; INFO reads the
 // same counters.
 //
-// The per-request path (Metrics.outcome, Metrics.request) takes no lock and
+// The per-request path (Metrics.Outcome, Metrics.Request) takes no lock and
 // allocates nothing: every counter it can touch is created up front and
 // found by array index, and the decision latency histogram is a set of
 // atomic buckets (see histogram). Everything else is sampled when /metrics
@@ -23,8 +32,8 @@ type Metrics struct {
 	set *metrics.Set
 
 	connections  *metrics.Gauge   // open client connections
-	accepted     *metrics.Counter // set from Server at scrape
-	rejected     *metrics.Counter // set from Server at scrape
+	accepted     *metrics.Counter // set from the front end at scrape
+	rejected     *metrics.Counter // set from the front end at scrape
 	authFailures *metrics.Counter
 	hits, miss   *metrics.Counter // script catalog
 	undoSent     *metrics.Counter // set from the engine at scrape
@@ -142,10 +151,10 @@ func NewMetrics(set *metrics.Set, masters []string) *Metrics {
 // Set is the metrics set, for callers that add their own series.
 func (m *Metrics) Set() *metrics.Set { return m.set }
 
-// request counts a command that ended without a quorum request (rejected
+// Request counts a command that ended without a quorum request (rejected
 // while parsing), by command name and outcome name. Lock-free: the names
 // are matched by switch, not looked up in a map.
-func (m *Metrics) request(cmd, result string) {
+func (m *Metrics) Request(cmd, result string) {
 	o := opOther
 	switch cmd {
 	case "set", "setnx":
@@ -170,13 +179,25 @@ func (m *Metrics) count(o op, oc outcome) {
 	c.Inc()
 }
 
-func (m *Metrics) scriptHit()   { m.hits.Inc() }
-func (m *Metrics) scriptMiss()  { m.miss.Inc() }
-func (m *Metrics) authFailure() { m.authFailures.Inc() }
+// ScriptHit counts an EVAL or EVALSHA of a script lockproxy runs.
+func (m *Metrics) ScriptHit() { m.hits.Inc() }
 
-// outcome counts a decided request by op and outcome, and its latency from
+// ScriptMiss counts an EVAL or EVALSHA refused: NOSCRIPT, or a script
+// lockproxy does not run.
+func (m *Metrics) ScriptMiss() { m.miss.Inc() }
+
+// AuthFailure counts a wrong password (AUTH, HELLO … AUTH).
+func (m *Metrics) AuthFailure() { m.authFailures.Inc() }
+
+// ConnOpened counts a client connection admitted.
+func (m *Metrics) ConnOpened() { m.connections.Inc() }
+
+// ConnClosed counts an admitted client connection gone.
+func (m *Metrics) ConnClosed() { m.connections.Dec() }
+
+// Outcome counts a decided request by op and outcome, and its latency from
 // parse to the quorum decision. It runs once per request on the connection's goroutine.
-func (m *Metrics) outcome(r *quorum.Request) {
+func (m *Metrics) Outcome(r *quorum.Request) {
 	o := opOf(r.Kind())
 	var oc outcome
 	switch r.Outcome() {
@@ -232,11 +253,11 @@ func (m *Metrics) writeDecision(w io.Writer) {
 // WritePrometheus samples what is read at scrape time (master states, queue
 // depths, connection totals) and writes every metric in Prometheus text
 // format.
-func (s *Server) WritePrometheus(w io.Writer) {
-	m := s.cfg.Metrics
-	e := s.cfg.Engine
-	m.accepted.Set(uint64(s.accepted.Load()))
-	m.rejected.Set(uint64(s.rejected.Load()))
+func WritePrometheus(w io.Writer, src Sources) {
+	m := src.Metrics
+	e := src.Engine
+	m.accepted.Set(uint64(src.Front.Accepted))
+	m.rejected.Set(uint64(src.Front.Rejected))
 	sent, lost, unknown := e.UndoStats()
 	m.undoSent.Set(uint64(sent))
 	m.undoLost.Set(uint64(lost))
@@ -270,114 +291,6 @@ func (s *Server) WritePrometheus(w io.Writer) {
 func b2f(b bool) float64 {
 	if b {
 		return 1
-	}
-	return 0
-}
-
-// histogram is a Prometheus histogram (cumulative "le" buckets, _sum,
-// _count) that observes without a lock: one atomic add on the bucket and
-// one on the sum. VictoriaMetrics' PrometheusHistogram takes a mutex per
-// observation, which the per-request path avoids. A scrape may see a sum
-// that is one observation ahead of the buckets; _count is the sum of the
-// buckets, so the buckets and _count always agree.
-type histogram struct {
-	labels string    // `op="acquire"`, without braces
-	bounds []int64   // upper bounds in ns
-	les    []string  // the bounds as label values, in seconds
-	counts []counter // len(bounds)+1; the last counts values above every bound
-	sumNs  atomic.Int64
-}
-
-// counter is padded to its own cache line, so that two cores counting in
-// neighbouring buckets do not contend.
-type counter struct {
-	n atomic.Uint64
-	_ [56]byte
-}
-
-func newHistogram(labels string, bounds []float64) *histogram {
-	h := &histogram{labels: labels, counts: make([]counter, len(bounds)+1)}
-	for _, b := range bounds {
-		h.bounds = append(h.bounds, int64(b*1e9))
-		h.les = append(h.les, strconv.FormatFloat(b, 'g', -1, 64))
-	}
-	return h
-}
-
-func (h *histogram) observe(ns int64) {
-	if ns < 0 {
-		ns = 0
-	}
-	i := 0
-	for i < len(h.bounds) && ns > h.bounds[i] {
-		i++
-	}
-	h.counts[i].n.Add(1)
-	h.sumNs.Add(ns)
-}
-
-// snapshot returns the cumulative bucket counts (the last is +Inf, the
-// total) and the sum in seconds.
-func (h *histogram) snapshot() ([]uint64, float64) {
-	cum := make([]uint64, len(h.counts))
-	var total uint64
-	for i := range h.counts {
-		total += h.counts[i].n.Load()
-		cum[i] = total
-	}
-	return cum, float64(h.sumNs.Load()) / 1e9
-}
-
-// append writes h in Prometheus text format under the family name.
-func (h *histogram) append(b []byte, name string) []byte {
-	cum, sum := h.snapshot()
-	sep := ""
-	if h.labels != "" {
-		sep = ","
-	}
-	for i, c := range cum {
-		le := "+Inf"
-		if i < len(h.les) {
-			le = h.les[i]
-		}
-		b = append(b, name+"_bucket{"+h.labels+sep+`le="`+le+`"} `...)
-		b = strconv.AppendUint(b, c, 10)
-		b = append(b, '\n')
-	}
-	b = append(b, name+"_sum{"+h.labels+"} "...)
-	b = strconv.AppendFloat(b, sum, 'g', -1, 64)
-	b = append(b, '\n')
-	b = append(b, name+"_count{"+h.labels+"} "...)
-	b = strconv.AppendUint(b, cum[len(cum)-1], 10)
-	return append(b, '\n')
-}
-
-// quantile estimates the q-quantile (0..1) in seconds from the buckets, by
-// linear interpolation as Prometheus' histogram_quantile does; 0 without
-// observations. For INFO.
-func (h *histogram) quantile(q float64) float64 {
-	cum, _ := h.snapshot()
-	total := cum[len(cum)-1]
-	if total == 0 {
-		return 0
-	}
-	rank := q * float64(total)
-	for i, c := range cum {
-		if float64(c) < rank {
-			continue
-		}
-		if i == len(h.bounds) {
-			return float64(h.bounds[len(h.bounds)-1]) / 1e9 // above the last bound
-		}
-		lo, prev := 0.0, 0.0
-		if i > 0 {
-			lo, prev = float64(h.bounds[i-1])/1e9, float64(cum[i-1])
-		}
-		hi := float64(h.bounds[i]) / 1e9
-		if float64(c) == prev {
-			return hi
-		}
-		return lo + (hi-lo)*(rank-prev)/(float64(c)-prev)
 	}
 	return 0
 }

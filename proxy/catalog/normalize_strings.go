@@ -1,4 +1,4 @@
-package proxy
+package catalog
 
 // Lua 5.1 string literals and comments for the normalizer (normalize.go):
 // short strings with their escapes, long brackets, and comments, each

@@ -1,4 +1,4 @@
-package proxy
+package catalog
 
 import (
 	"bytes"
@@ -10,9 +10,9 @@ import (
 // form, with no raw line break or tab but the line break ending a
 // shebang; CRLF line ends and an added comment do not change it.
 //
-//	go test -run XXX -fuzz FuzzNormalize -fuzztime 60s ./proxy/
+//	go test -run XXX -fuzz FuzzNormalize -fuzztime 60s ./proxy/catalog/
 func FuzzNormalize(f *testing.F) {
-	c, err := NewCatalog(nil)
+	c, err := New(nil)
 	if err != nil {
 		f.Fatal(err)
 	}

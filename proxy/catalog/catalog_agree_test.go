@@ -1,4 +1,4 @@
-package proxy
+package catalog
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ import (
 // are preloaded and need no analysis) and a few policies of its own, each
 // named here with why; apart from those, the two must not differ.
 func TestBuiltinsAgreeWithAnalyzer(t *testing.T) {
-	cat, err := NewCatalog(nil)
+	cat, err := New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package proxy
+package ops
 
 import (
 	"strings"
@@ -19,7 +19,7 @@ func BenchmarkMetricsOutcome(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.outcome(r)
+			m.Outcome(r)
 		}
 	})
 }
@@ -27,7 +27,7 @@ func BenchmarkMetricsOutcome(b *testing.B) {
 func TestMetricsOutcomeAllocatesNothing(t *testing.T) {
 	m := NewMetrics(nil, nil)
 	r := quorum.Decided(quorum.Extend, quorum.Granted, batching.Reply{Type: batching.Integer, Int: 1}, nil, time.Millisecond)
-	if n := testing.AllocsPerRun(100, func() { m.outcome(r); m.request("set", "error") }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { m.Outcome(r); m.Request("set", "error") }); n != 0 {
 		t.Fatalf("outcome+request allocate %v times per call, want 0", n)
 	}
 }
@@ -45,10 +45,10 @@ func TestMetricsOutcomeClasses(t *testing.T) {
 		quorum.Decided(quorum.Release, quorum.Done, batching.Reply{Type: batching.Integer, Int: 1}, nil, time.Millisecond),
 		quorum.Decided(quorum.Read, quorum.Failed, errReply, nil, time.Millisecond),
 	} {
-		m.outcome(r)
+		m.Outcome(r)
 	}
-	m.request("set", "error")
-	m.request("unsupported", "error")
+	m.Request("set", "error")
+	m.Request("unsupported", "error")
 	got := map[string]uint64{}
 	m.counts(func(name string, v uint64) { got[name] = v })
 	want := map[string]uint64{

@@ -1,4 +1,4 @@
-package proxy
+package catalog
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 // manifestDir holds the lock clients' scripts, beside the repository in CI
 // and on developers' machines; tests that compare with it skip without it,
 // the sha1s below are hard-coded so the rest never depends on it.
-const manifestDir = "../../shared/clients/scripts"
+const manifestDir = "../../../shared/clients/scripts"
 
 func integer(v int64) batching.Reply { return batching.Reply{Type: batching.Integer, Int: v} }
 
@@ -117,7 +117,7 @@ var wantBuiltins = []wantBuiltin{
 
 func newTestCatalog(t testing.TB, custom ...ScriptConfig) *Catalog {
 	t.Helper()
-	c, err := NewCatalog(custom)
+	c, err := New(custom)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,12 +346,12 @@ func TestNewCatalogErrors(t *testing.T) {
 			sc.Body = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
 		}), `scripts[2] "my release": body is, up to comments, whitespace, quotes and command-name case, the same script as builtin`},
 	} {
-		_, err := NewCatalog([]ScriptConfig{okRelease2(), other, tc.sc})
+		_, err := New([]ScriptConfig{okRelease2(), other, tc.sc})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got error %v, want one containing %q", err, tc.want)
 		}
 	}
-	if _, err := NewCatalog([]ScriptConfig{okRelease2(), other, okRelease}); err != nil {
+	if _, err := New([]ScriptConfig{okRelease2(), other, okRelease}); err != nil {
 		t.Errorf("valid entries: %v", err)
 	}
 }
