@@ -191,6 +191,7 @@ func infoQuorum(b *strings.Builder, src *Sources) {
 	field(b, "max_ttl_ms", cfg.MaxTTL.Milliseconds())
 	field(b, "clock_drift_factor", cfg.DriftFactor)
 	var n [numStates]int
+	pending := 0
 	clean := strings.NewReplacer(",", ";", "\r", " ", "\n", " ")
 	for i, m := range e.Masters() {
 		state := masterState(m)
@@ -218,13 +219,19 @@ func infoQuorum(b *strings.Builder, src *Sources) {
 		if why == "" && !m.QuarantinedUntil.IsZero() {
 			why = quarantineWhyNames[m.QuarantineWhy]
 		}
-		fmt.Fprintf(b, "master%d:addr=%s,state=%s,latency_ms=%s,queued=%d,inflight=%d,quarantined_until=%s,why=%s,last_error_at=%s,last_error=%s\r\n",
-			i, m.Addr, stateNames[state], latency, m.Queued, m.Inflight, until, clean.Replace(why), errAt, clean.Replace(lastErr))
+		counters := "ok"
+		if m.CountersPending {
+			counters = "pending" // lost its data; its counters not restored yet: no vote on them
+			pending++
+		}
+		fmt.Fprintf(b, "master%d:addr=%s,state=%s,latency_ms=%s,queued=%d,inflight=%d,quarantined_until=%s,why=%s,last_error_at=%s,last_error=%s,counters=%s\r\n",
+			i, m.Addr, stateNames[state], latency, m.Queued, m.Inflight, until, clean.Replace(why), errAt, clean.Replace(lastErr), counters)
 	}
 	field(b, "masters_up", n[stateUp]+n[stateQuarantined]+n[stateExcluded])
 	field(b, "masters_down", n[stateDown])
 	field(b, "masters_quarantined", n[stateQuarantined])
 	field(b, "masters_excluded", n[stateExcluded])
+	field(b, "masters_counters_pending", pending)
 	field(b, "quorum_available", map[bool]int{false: 0, true: 1}[n[stateUp] >= e.Q()])
 }
 
