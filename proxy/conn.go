@@ -107,6 +107,12 @@ func (lc *clientConn) read() bool {
 			lc.close()
 			return false
 		case n == 0:
+			if lc.blk != nil {
+				// Blocked until a push or its timeout: nobody waits for
+				// the answer any more (Redis frees such a client too).
+				lc.close()
+				return false
+			}
 			lc.eof = true // answer what it sent, then close
 			return true
 		}

@@ -37,6 +37,7 @@ type cluster struct {
 	clientTLS  *tls.Config // the clients' side of a TLS listener; nil: plain TCP
 	quarantine bool        // the engine runs the restart quarantine
 	hub        *pubsub.Hub // withHub
+	info       *redis.Client
 }
 
 type clusterOpt func(*proxy.Config, *quorum.Config)

@@ -1,0 +1,192 @@
+package proxy_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/proxy/catalog"
+)
+
+// pyUnlock is python-redis-lock's unlock script (catalogued): it deletes
+// the lock and pushes 1 to the signal list, KEYS[2].
+func pyUnlock(t testing.TB) string {
+	t.Helper()
+	cat, err := catalog.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cat.Scripts() {
+		if s.Name == "python-redis-lock unlock" {
+			return s.Body
+		}
+	}
+	t.Fatal("python-redis-lock unlock is not in the catalog")
+	return ""
+}
+
+// TestBLPOPWokenByReleaseOnOtherProxy is python-redis-lock's blocking
+// acquire through two proxies: the waiter, refused, blocks in BLPOP on the
+// lock's signal list on proxy A; the holder releases with the library's
+// script on proxy B; the waiter wakes with the signal and takes the lock.
+func TestBLPOPWokenByReleaseOnOtherProxy(t *testing.T) {
+	a, b := twoProxies(t, "")
+	ctx := context.Background()
+	holder, waiter := b.client(), a.client()
+	if ok, _ := holder.SetNX(ctx, "lock:x", "h", 30*time.Second).Result(); !ok {
+		t.Fatal("holder did not get the lock")
+	}
+	if ok, _ := waiter.SetNX(ctx, "lock:x", "w", 30*time.Second).Result(); ok {
+		t.Fatal("waiter got a held lock")
+	}
+	type popped struct {
+		v   []string
+		err error
+		at  time.Time
+	}
+	done := make(chan popped, 1)
+	go func() {
+		v, err := waiter.BLPop(ctx, 10*time.Second, "lock-signal:x").Result()
+		done <- popped{v, err, time.Now()}
+	}()
+	waitBlocked(t, a, 1)
+	released := time.Now()
+	if n, err := holder.Eval(ctx, pyUnlock(t), []string{"lock:x", "lock-signal:x"}, "h", 1000).Int(); err != nil || n != 0 {
+		t.Fatalf("unlock: %v %v", n, err)
+	}
+	p := <-done
+	if p.err != nil || len(p.v) != 2 || p.v[0] != "lock-signal:x" || p.v[1] != "1" {
+		t.Fatalf("BLPOP: %v %v", p.v, p.err)
+	}
+	t.Logf("woken %v after the release was sent", p.at.Sub(released))
+	if ok, _ := waiter.SetNX(ctx, "lock:x", "w", 30*time.Second).Result(); !ok {
+		t.Fatal("the woken waiter did not get the released lock")
+	}
+	if n := waitBlocked(t, a, 0); n != 0 {
+		t.Fatalf("blocked_clients %d after the wake-up", n)
+	}
+}
+
+// waitBlocked waits until INFO says n clients are blocked on c.
+func waitBlocked(t testing.TB, c *cluster, n int) int {
+	t.Helper()
+	cl := c.client()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := cl.Info(context.Background(), "clients").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(info, "blocked_clients:"+itoa(n)+"\r\n") {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("blocked_clients never %d: %s", n, info)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestBLPOPTimeoutAndOrder: the timeout is honoured (a null array in
+// RESP2, null in RESP3); the commands pipelined after a BLPOP wait for it;
+// other connections on the same loop go on meanwhile.
+func TestBLPOPTimeoutAndOrder(t *testing.T) {
+	a := startHubFront(t, redisproc.ForTest(t, 3), "")
+	wait := 5 * time.Second
+	rc := a.respConn()
+	start := time.Now()
+	rc.conn.Write([]byte("*3\r\n$5\r\nBLPOP\r\n$5\r\nempty\r\n$3\r\n0.3\r\n*1\r\n$4\r\nPING\r\n"))
+	other := a.client()
+	for i := 0; i < 10; i++ {
+		if err := other.Ping(context.Background()).Err(); err != nil {
+			t.Fatalf("another client while one is blocked: %v", err)
+		}
+	}
+	if time.Since(start) > 250*time.Millisecond {
+		t.Logf("warning: the other client's PINGs took %v (a loaded machine)", time.Since(start))
+	}
+	if got := rc.mustFrame(wait); got != "*-1\r\n" {
+		t.Fatalf("BLPOP timeout: %q, want *-1", got)
+	}
+	if el := time.Since(start); el < 300*time.Millisecond || el > 3*time.Second {
+		t.Fatalf("BLPOP 0.3 answered after %v", el)
+	}
+	if got := rc.mustFrame(wait); got != "+PONG\r\n" {
+		t.Fatalf("the PING after BLPOP: %q", got)
+	}
+	rc.send("HELLO", "3")
+	rc.mustFrame(wait)
+	rc.send("BRPOP", "empty", "0.05")
+	if got := rc.mustFrame(wait); got != "_\r\n" {
+		t.Fatalf("BRPOP timeout in RESP3: %q, want _", got)
+	}
+}
+
+// TestBLPOPReplies: an element already there is answered at once, from
+// the head (BLPOP) or the tail (BRPOP), of the first non-empty list; a
+// lock key is not a list (WRONGTYPE, as Redis); bad timeouts are refused
+// as Redis refuses them.
+func TestBLPOPReplies(t *testing.T) {
+	a := startHubFront(t, redisproc.ForTest(t, 3), "")
+	for _, m := range a.masters {
+		if _, err := m.Do("RPUSH", "sig", "first", "last"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := a.respConn()
+	wait := 5 * time.Second
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"BLPOP", "none", "sig", "1"}, "*2\r\n" + bulk("sig") + bulk("first")},
+		{[]string{"BRPOP", "sig", "1"}, "*2\r\n" + bulk("sig") + bulk("last")},
+		{[]string{"BLPOP", "sig", "x"}, "-ERR timeout is not a float or out of range\r\n"},
+		{[]string{"BLPOP", "sig", "-1"}, "-ERR timeout is negative\r\n"},
+		{[]string{"BLPOP", "sig", "inf"}, "-ERR timeout is not a float or out of range\r\n"},
+		{[]string{"BLPOP", "sig"}, "-ERR wrong number of arguments for 'blpop' command\r\n"},
+	} {
+		rc.send(c.args...)
+		if got := rc.mustFrame(wait); got != c.want {
+			t.Errorf("%v: %q, want %q", c.args, got, c.want)
+		}
+	}
+	cl := a.client()
+	if ok, _ := cl.SetNX(context.Background(), "lockkey", "t", time.Minute).Result(); !ok {
+		t.Fatal("SET NX")
+	}
+	rc.send("BLPOP", "lockkey", "1")
+	if got := rc.mustFrame(wait); !strings.HasPrefix(got, "-WRONGTYPE") {
+		t.Errorf("BLPOP of a lock key: %q, want WRONGTYPE", got)
+	}
+}
+
+// TestBLPOPClosedAndShutdown: a blocked client that goes away is no longer
+// counted; one blocked at shutdown is told, not left hanging.
+func TestBLPOPClosedAndShutdown(t *testing.T) {
+	a := startHubFront(t, redisproc.ForTest(t, 3), "")
+	rc := a.respConn()
+	rc.send("BLPOP", "k", "0")
+	waitBlocked(t, a, 1)
+	rc.conn.Close()
+	waitBlocked(t, a, 0)
+
+	rc = a.respConn()
+	rc.send("BLPOP", "k", "0")
+	waitBlocked(t, a, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	go a.srv.Shutdown(ctx)
+	if got := rc.mustFrame(5 * time.Second); got != "-ERR lockproxy is shutting down\r\n" {
+		t.Fatalf("blocked client at shutdown: %q", got)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("shutdown answered the blocked client after %v", el)
+	}
+}

@@ -1,0 +1,150 @@
+package proxy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// TestSlowSubscriberDisconnected: a subscriber that does not read is
+// closed once what it has not read passes the hard limit, as Redis's
+// client-output-buffer-limit pubsub does; the proxy's memory does not grow
+// with the messages it would otherwise keep.
+func TestSlowSubscriberDisconnected(t *testing.T) {
+	masters := redisproc.ForTest(t, 3)
+	small := func(pc *proxy.Config, qc *quorum.Config) { pc.PubSubHardLimit, pc.PubSubSoftLimit = 256<<10, 128<<10 }
+	a := startHubFront(t, masters, "", small)
+	b := startHubFront(t, masters, "")
+	sub := a.respConn()
+	tcpOf(sub.conn).SetReadBuffer(4096) // the kernel keeps little for it
+	sub.send("SUBSCRIBE", "firehose")
+	sub.mustFrame(5 * time.Second)
+	quiet := a.respConn() // a subscriber that reads: kept
+	quiet.send("SUBSCRIBE", "other")
+	quiet.mustFrame(5 * time.Second)
+
+	pub := b.client()
+	payload := strings.Repeat("x", 32<<10)
+	ctx := context.Background()
+	closed := false
+	for i := 0; i < 2000 && !closed; i++ {
+		if err := pub.Publish(ctx, "firehose", payload).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 49 {
+			closed = strings.Contains(infoOf(t, a, "pubsub"), "pubsub_output_limit_closes:1\r\n")
+		}
+	}
+	if !closed {
+		t.Fatalf("a subscriber that never reads was not disconnected after 64 MiB of messages: %s", infoOf(t, a, "pubsub"))
+	}
+	// Its connection is gone from the proxy (its socket may still hold
+	// what the kernel had queued).
+	if n := infoField(infoOf(t, a, "clients"), "connected_clients"); n != "2" {
+		t.Fatalf("connected_clients %s after the slow subscriber was closed, want 2 (quiet, and the INFO client)", n)
+	}
+	pub.Publish(ctx, "other", "still here")
+	if got, want := quiet.mustFrame(5*time.Second), pushFrame(false, "message", "other", "still here"); got != want {
+		t.Fatalf("the other subscriber: %q, want %q", got, want)
+	}
+}
+
+// infoOf is INFO section on c, asked on one connection per cluster.
+func infoOf(t testing.TB, c *cluster, section string) string {
+	t.Helper()
+	if c.info == nil {
+		c.info = c.client()
+	}
+	s, err := c.info.Info(context.Background(), section).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// infoField is one field's value in an INFO text.
+func infoField(info, name string) string {
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestSubscriptionLimits: the per-connection and per-proxy bounds answer
+// errors that name the setting; lockproxy's events channel is neither
+// subscribable nor publishable; without a hub the commands say so.
+func TestSubscriptionLimits(t *testing.T) {
+	masters := redisproc.ForTest(t, 3)
+	limits := withHub(t, "", func(pc *proxy.Config, hc *pubsub.Config) { hc.MaxPerSubscriber, hc.MaxChannels = 3, 5 })
+	a := startFront(t, masters, false, limits)
+	a.waitUp(3)
+	a.waitHub()
+	wait := 5 * time.Second
+	rc := a.respConn()
+	rc.send("SUBSCRIBE", "a", "b", "c", "d")
+	for _, ch := range []string{"a", "b", "c"} {
+		if f := rc.mustFrame(wait); !strings.Contains(f, bulk(ch)) {
+			t.Fatalf("confirmation of %s: %q", ch, f)
+		}
+	}
+	if f := rc.mustFrame(wait); !strings.HasPrefix(f, "-ERR too many subscriptions on this connection (pubsub.max_per_connection") {
+		t.Fatalf("fourth subscription: %q", f)
+	}
+	rc2 := a.respConn()
+	rc2.send("SUBSCRIBE", "e", "f", "g")
+	rc2.mustFrame(wait)
+	rc2.mustFrame(wait)
+	if f := rc2.mustFrame(wait); !strings.HasPrefix(f, "-ERR too many distinct channels and patterns on this lockproxy (pubsub.max_channels") {
+		t.Fatalf("sixth channel: %q", f)
+	}
+	rc3 := a.respConn()
+	rc3.send("SUBSCRIBE", "lockproxy:events")
+	if f := rc3.mustFrame(wait); !strings.HasPrefix(f, "-ERR channel 'lockproxy:events' is reserved") {
+		t.Fatalf("SUBSCRIBE lockproxy:events: %q", f)
+	}
+	rc3.send("PUBLISH", "lockproxy:events", "forged")
+	if f := rc3.mustFrame(wait); !strings.HasPrefix(f, "-ERR channel 'lockproxy:events' is reserved") {
+		t.Fatalf("PUBLISH lockproxy:events: %q", f)
+	}
+
+	plain := startCluster(t, 3) // no hub
+	rc4 := plain.respConn()
+	for _, cmd := range [][]string{{"SUBSCRIBE", "x"}, {"PUBLISH", "x", "y"}, {"BLPOP", "x", "1"}, {"CONFIG", "SET", "notify-keyspace-events", "KEA"}} {
+		rc4.send(cmd...)
+		if f := rc4.mustFrame(wait); !strings.HasPrefix(f, "-ERR pub/sub is not available on this lockproxy") {
+			t.Fatalf("%v without a hub: %q", cmd, f)
+		}
+	}
+}
+
+// TestSubscriberNotIdle: idle_timeout spares subscribers (as Redis's
+// timeout spares pub/sub clients) and blocked clients, not others.
+func TestSubscriberNotIdle(t *testing.T) {
+	idle := func(pc *proxy.Config, qc *quorum.Config) { pc.IdleTimeout = 200 * time.Millisecond }
+	a := startHubFront(t, redisproc.ForTest(t, 3), "", idle)
+	sub, blocked, plain := a.respConn(), a.respConn(), a.respConn()
+	sub.send("SUBSCRIBE", "x")
+	sub.mustFrame(5 * time.Second)
+	blocked.send("BLPOP", "nothing", "0")
+	plain.send("PING")
+	plain.mustFrame(5 * time.Second)
+	time.Sleep(800 * time.Millisecond)
+	if _, err := plain.frame(time.Second); err == nil {
+		t.Fatal("an idle client without subscriptions was not closed")
+	}
+	sub.send("PING")
+	if f := sub.mustFrame(5 * time.Second); f != "*2\r\n$4\r\npong\r\n$0\r\n\r\n" {
+		t.Fatalf("subscriber after the idle timeout: %q", f)
+	}
+	if n := waitBlocked(t, a, 1); n != 1 {
+		t.Fatal("the blocked client was closed by idle_timeout")
+	}
+}
