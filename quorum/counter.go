@@ -25,6 +25,8 @@ import (
 // none, for ever: counters do not expire. It votes on counters only once
 // lockproxy restored every registered counter on it (repair.go); until
 // then its replies count for locks (after the quarantine) but not here.
+// Once restored it votes on counters even while its quarantine lasts,
+// which only waits for the locks it lost to expire (noCounterVote).
 //
 // Each phase is its own request: the read is the one the client submitted;
 // its write is a child (continueWith) whose outcome the read adopts. An
