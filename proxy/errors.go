@@ -19,7 +19,23 @@ func errorText(err error) string {
 	if errors.As(err, &nq) {
 		return noQuorumText(nq)
 	}
+	var ce *quorum.CounterError
+	if errors.As(err, &ce) {
+		return counterText(ce)
+	}
 	return err.Error()
+}
+
+// counterText is a refused counter operation's reply: Redis's own where
+// Redis would refuse it too.
+func counterText(e *quorum.CounterError) string {
+	switch e.Why {
+	case quorum.Overflow:
+		return "ERR increment or decrement would overflow"
+	case quorum.HasExpiry:
+		return "ERR the key has an expiry, so it is a lock or a value lockproxy did not write: lockproxy counts only on keys without one, as a counter that expires starts over"
+	}
+	return "ERR value is not an integer or out of range"
 }
 
 // noQuorumText is "NOQUORUM k of n masters answered, q needed (master a:
@@ -62,6 +78,8 @@ func missText(err error) string {
 			s += "; last check: " + st.LastErr
 		}
 		return s
+	case errors.Is(err, quorum.ErrRepairPending):
+		return "its counters are not restored yet since it lost its data, so it does not vote on counters (it does on locks once its quarantine ends; INFO quorum shows counters=pending)"
 	case errors.Is(err, quorum.ErrNodeTimeout):
 		return "no reply within node_timeout"
 	case errors.Is(err, batching.ErrQueueFull):

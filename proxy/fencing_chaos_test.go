@@ -193,18 +193,29 @@ func fencingFaults() []fault {
 }
 
 func TestChaosFencingTokens(t *testing.T) {
+	fc := newFenceChecker()
+	// 8s of faults, longer (up to 12s) on a loaded machine until 1,000
+	// grants were checked.
+	var began time.Time
+	enough := func(*resource) bool {
+		if began.IsZero() {
+			began = time.Now()
+		}
+		_, n := fc.regressions()
+		return time.Since(began) >= 8*time.Second && n >= 1000
+	}
 	fr := fenceRun{
 		settings: proxySettings{maxTTL: time.Second, quarantine: true},
 		injection: injection{
-			duration:     8 * time.Second,
+			duration:     12 * time.Second,
 			pauseBetween: 300 * time.Millisecond,
 			faults:       fencingFaults(),
+			stop:         enough,
 		},
 	}
 	if chaosLong() {
-		fr.duration = 5 * time.Minute
+		fr.duration, fr.stop = 5*time.Minute, nil
 	}
-	fc := newFenceChecker()
 	res, st, fs, log := runFencing(t, fr, fc)
 	reportChaos(t, res, st, log)
 	failOnViolations(t, res)

@@ -65,6 +65,7 @@ func FuzzCommand(f *testing.F) {
 		{"EVALSHA", "0123456789012345678901234567890123456789", "1", "k"},
 		{"PEXPIRE", "k", "100"},
 		{"GET", "k"}, {"PTTL", "k"}, {"DEL", "a", "b"}, {"EXISTS", "a"},
+		{"INCR", "k"}, {"INCRBY", "k", "9223372036854775807"}, {"INCRBY", "k", "-1"}, {"DECRBY", "k", "1"},
 		{"HELLO", "3", "AUTH", "default", "x", "SETNAME", "n"},
 		{"CLIENT", "SETINFO", "lib-name", "x"}, {"CONFIG", "GET", "*"}, {"INFO", "quorum"},
 		{"SCRIPT", "LOAD", "return 1"}, {"COMMAND", "DOCS"}, {"QUIT"},

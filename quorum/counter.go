@@ -25,6 +25,8 @@ import (
 // none, for ever: counters do not expire. It votes on counters only once
 // lockproxy restored every registered counter on it (repair.go); until
 // then its replies count for locks (after the quarantine) but not here.
+// Once restored it votes on counters even while its quarantine lasts,
+// which only waits for the locks it lost to expire (noCounterVote).
 //
 // Each phase is its own request: the read is the one the client submitted;
 // its write is a child (continueWith) whose outcome the read adopts. An
@@ -42,12 +44,39 @@ const (
 	RepairKey = "lockproxy:repair"
 )
 
-// The counters' error replies, as Redis words them where Redis has one.
+// CounterError is a counter operation the engine refuses itself, where
+// Redis's INCR would refuse too or lockproxy cannot count; the proxy words
+// the client's reply (proxy/errors.go).
+type CounterError struct{ Why CounterWhy }
+
+// CounterWhy says why a counter operation was refused.
+type CounterWhy uint8
+
 const (
-	errNotInteger = "ERR value is not an integer or out of range"
-	errOverflow   = "ERR increment or decrement would overflow"
-	errCounterTTL = "ERR the key has an expiry, so it is a lock or a value lockproxy did not write: lockproxy counts only on keys without one, as a counter that expires starts over"
+	// NotInteger: a master holds a value INCR refuses (a lock's token,
+	// leading zeros, out of int64).
+	NotInteger CounterWhy = iota + 1
+	// Overflow: the increment would pass 2^63-1.
+	Overflow
+	// HasExpiry: a master holds an integer with an expiry, a lock or a
+	// value lockproxy did not write; a counter that expires starts over.
+	HasExpiry
 )
+
+// Error is Redis's wording, for logs and tests.
+func (e *CounterError) Error() string {
+	switch e.Why {
+	case Overflow:
+		return "ERR increment or decrement would overflow"
+	case HasExpiry:
+		return "ERR the key has an expiry"
+	}
+	return "ERR value is not an integer or out of range"
+}
+
+// errCounterTTL is counterWriteScript's error for a value with an expiry
+// (a master's reply, as WRONGTYPE is).
+const errCounterTTL = "ERR the key has an expiry, so it is a lock or a value lockproxy did not write: lockproxy counts only on keys without one, as a counter that expires starts over"
 
 // counterState is what a counter request adds to a Request.
 type counterState struct {
@@ -145,17 +174,19 @@ func (r *Request) decideCounter(q, outstanding int32, force bool) bool {
 // counterRead takes the maximum of the counted replies and either answers
 // (an error, a repair's read) or continues with the write. r.mu is held.
 func (r *Request) counterRead() {
-	m, holders, exists, bad := r.counterMax(0)
+	m, holders, exists, badRep, bad := r.counterMax(0)
 	c := r.ctr
 	switch {
+	case badRep != nil:
+		r.reply = *badRep // a master's own error (WRONGTYPE)
 	case bad != nil:
-		r.reply = *bad
+		r.err = bad
 	case c.readOnly && exists:
 		r.reply = batching.Reply{Type: batching.Integer, Int: m}
 	case c.readOnly:
 		r.reply = batching.ReplyNil
 	case c.by > 0 && m > math.MaxInt64-c.by:
-		r.reply = errorReply(errOverflow)
+		r.err = &CounterError{Why: Overflow}
 	case c.by == 0 && holders >= r.e.q:
 		r.reply = c.answer(m) // a quorum holds it already: nothing to write
 	default:
@@ -181,7 +212,7 @@ func (r *Request) counterGet(q int32, force bool) bool {
 			}
 		}
 	}
-	m, holders, exists, _ := r.counterMax(r.notCounter)
+	m, holders, exists, _, _ := r.counterMax(r.notCounter)
 	switch {
 	case !exists:
 		return false
@@ -256,8 +287,9 @@ func counterValue(rep *batching.Reply) (v int64, ttl bool, kind int) {
 
 // counterMax is the largest counter among the counted replies of masters
 // not in skip, how many hold it, whether any holds the key, and, when some
-// reply is not a counter, the error reply INCR gets. r.mu is held.
-func (r *Request) counterMax(skip uint16) (m int64, holders int, exists bool, bad *batching.Reply) {
+// reply is not a counter, a master's error reply or the engine's refusal.
+// r.mu is held.
+func (r *Request) counterMax(skip uint16) (m int64, holders int, exists bool, badRep *batching.Reply, bad error) {
 	seen := false
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] != replied || skip&(1<<i) != 0 {
@@ -270,13 +302,11 @@ func (r *Request) counterMax(skip uint16) (m int64, holders int, exists bool, ba
 			v = 0
 		case kind == counterKind:
 		case rep.Type == batching.Error:
-			return 0, 0, false, rep
+			return 0, 0, false, rep, nil
 		case ttl:
-			e := errorReply(errCounterTTL)
-			return 0, 0, false, &e
+			return 0, 0, false, nil, &CounterError{Why: HasExpiry}
 		default:
-			e := errorReply(errNotInteger)
-			return 0, 0, false, &e
+			return 0, 0, false, nil, &CounterError{Why: NotInteger}
 		}
 		switch {
 		case !seen || v > m:
@@ -286,7 +316,7 @@ func (r *Request) counterMax(skip uint16) (m int64, holders int, exists bool, ba
 		}
 		seen, exists = true, exists || kind == counterKind
 	}
-	return m, holders, exists, bad
+	return m, holders, exists, nil, nil
 }
 
 // answer is v as the client gets it.
@@ -295,10 +325,6 @@ func (c *counterState) answer(v int64) batching.Reply {
 		return batching.Reply{Type: batching.Bulk, Str: strconv.AppendInt(nil, v, 10)}
 	}
 	return batching.Reply{Type: batching.Integer, Int: v}
-}
-
-func errorReply(msg string) batching.Reply {
-	return batching.Reply{Type: batching.Error, Str: []byte(msg)}
 }
 
 // ParseCounter parses a counter's value as INCR does: a canonical decimal
@@ -334,7 +360,6 @@ func (e *Engine) continueWith(r *Request) {
 	case contCounterWrite:
 		c.kind, c.agg, c.rule, c.nkeys = Counter, AggVote, &YesOne, 1
 		c.cmd = counterWriteCommand(argIn(r.cmd, 3), r.ctr.target)
-		c.noReply = errorReply(errNotInteger)
 	case contFence:
 		c.kind, c.agg, c.nkeys = Counter, AggCounter, 1
 		c.cmd, c.ctr = counterReadCommand(r.fence), &counterState{by: 1}
@@ -353,8 +378,10 @@ func (r *Request) adoptCounter(rep batching.Reply, err error, won bool) {
 			r.reply = r.ctr.answer(r.ctr.target)
 		case err != nil:
 			r.err = err
+		case rep.Type == batching.Error:
+			r.reply = rep // the masters' refusal
 		default:
-			r.reply = rep // the masters' refusal (an error reply)
+			r.err = &CounterError{Why: NotInteger} // no refusal to pass on (none is expected)
 		}
 	case contFence:
 		r.fenced(rep, err)

@@ -140,20 +140,21 @@ func TestCounterRefusals(t *testing.T) {
 	setAll(t, ms, "HSET", "hash", "f", "1")
 	for _, c := range []struct {
 		key  string
-		by   int64
-		want string
+		want quorum.CounterWhy
 	}{
-		{"max", 1, "ERR increment or decrement would overflow"},
-		{"big", 1, "ERR value is not an integer or out of range"},
-		{"lock", 1, "ERR value is not an integer or out of range"},
-		{"intlock", 1, "ERR the key has an expiry"},
-		{"zeros", 1, "ERR value is not an integer or out of range"},
-		{"hash", 1, "WRONGTYPE"},
+		{"max", quorum.Overflow},
+		{"big", quorum.NotInteger},
+		{"lock", quorum.NotInteger},
+		{"intlock", quorum.HasExpiry},
+		{"zeros", quorum.NotInteger},
 	} {
-		rep, err := run(e, e.Incr([]byte(c.key), c.by, batching.Now()))
-		if err != nil || rep.Type != batching.Error || !strings.HasPrefix(string(rep.Str), c.want) {
-			t.Errorf("INCRBY %s %d: %v %v, want %q", c.key, c.by, rep, err, c.want)
+		var ce *quorum.CounterError
+		if rep, err := run(e, e.Incr([]byte(c.key), 1, batching.Now())); !errors.As(err, &ce) || ce.Why != c.want {
+			t.Errorf("INCR %s: %v %v, want %v", c.key, rep, err, c.want)
 		}
+	}
+	if rep, err := run(e, e.Incr([]byte("hash"), 1, batching.Now())); err != nil || rep.Type != batching.Error || !strings.HasPrefix(string(rep.Str), "WRONGTYPE") {
+		t.Errorf("INCR of a hash: %v %v, want the masters' WRONGTYPE", rep, err)
 	}
 	if v := incr(t, e, "max", 0); v != 9223372036854775807 {
 		t.Errorf("INCRBY max 0 = %d", v)

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -117,7 +118,8 @@ func TestFencedGrantCounterErrorIsUndone(t *testing.T) {
 	answerOp(fps, 1, batching.Reply{Type: batching.Array, Elems: []batching.Reply{
 		{Type: batching.Bulk, Str: []byte("a-token")}, {Type: batching.Integer, Int: 5000}}})
 	e.Wait(w)
-	if rep, err := r.Result(); err != nil || rep.Type != batching.Error || string(rep.Str) != errNotInteger || r.Outcome() != Failed {
+	var ce *CounterError
+	if rep, err := r.Result(); !errors.As(err, &ce) || ce.Why != NotInteger || r.Outcome() != Failed {
 		t.Fatalf("counter holding a token: %v %v %v", rep, err, r.Outcome())
 	}
 	for i, fp := range fps {
