@@ -86,7 +86,7 @@ func (s *Server) scriptFor(c *client, args [][]byte) *catalog.Script {
 			sc, err, _ = s.understood.Lookup(sha)
 		}
 		if err != nil {
-			c.errorf("ERR unknown script (sha1 %s): lockproxy does not run it, because %s. Scripts are understood by what they do (README \"Scripts\"); register it under [[scripts]] in config.toml if it is a lock script", sha, err)
+			c.errorf("ERR unknown script (sha1 %s): lockproxy does not run it, because %s. Scripts are understood by what they do (README \"Scripts\"); register it under [[scripts]] in config.toml if it is a lock script", sha, strings.TrimPrefix(err.Error(), "script refused: "))
 			s.cfg.Metrics.ScriptMiss()
 			return nil
 		}
