@@ -254,3 +254,29 @@ func TestKeyspaceNotifications(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyspaceExpiredOfEarlierGrant: a lock granted where no event was
+// emitted (the granting proxy's notifications are off, or this proxy
+// started later) still gets its expired notification: subscribing to the
+// key's channel reads its quorum PTTL.
+func TestKeyspaceExpiredOfEarlierGrant(t *testing.T) {
+	masters := redisproc.ForTest(t, 3)
+	a, b := startHubFront(t, masters, "KEA"), startHubFront(t, masters, "")
+	ctx := context.Background()
+	if ok, err := b.client().SetNX(ctx, "lock:early", "t", 700*time.Millisecond).Result(); err != nil || !ok {
+		t.Fatalf("SET NX: %v %v", ok, err)
+	}
+	sub := a.respConn()
+	sub.send("SUBSCRIBE", "__keyspace@0__:lock:early")
+	sub.mustFrame(5 * time.Second)
+	start := time.Now()
+	if got, want := sub.mustFrame(5*time.Second), pushFrame(false, "message", "__keyspace@0__:lock:early", "expired"); got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("expired came %v after subscribing to a lock with 700ms left", el)
+	}
+	if ok, err := a.client().SetNX(ctx, "lock:early", "w", time.Second).Result(); err != nil || !ok {
+		t.Fatalf("SET NX right after the expired notification: %v %v (the notification came too early)", ok, err)
+	}
+}

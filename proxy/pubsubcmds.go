@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/proxy/ops"
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
+	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // Pub/sub commands, through the hub (proxy/pubsub): SUBSCRIBE, PSUBSCRIBE
@@ -83,6 +85,9 @@ func cmdSubscribe(s *Server, c *client, args [][]byte) {
 			c.setSubs(k.kind, count)
 			confirm(ch, count)
 			s.awaitConfirmed(c, k.kind, string(ch))
+			if k.kind == pubsub.Channel {
+				s.learnExpiry(c, ch)
+			}
 		}
 		return
 	}
@@ -125,6 +130,33 @@ func (s *Server) awaitConfirmed(c *client, kind pubsub.Kind, name string) {
 	if !fired.Load() {
 		time.AfterFunc(subscribeWait, func() { cancel(); done() })
 	}
+}
+
+// keyspaceChannel is the prefix of a lock key's keyspace channel.
+const keyspaceChannel = "__keyspace@0__:"
+
+// learnExpiry covers a lock granted before this proxy heard of it (it
+// started later, or its notifications were off): when a client subscribes
+// to the key's keyspace channel, the key's quorum PTTL schedules its
+// expired notification, unless an event already did.
+func (s *Server) learnExpiry(c *client, ch []byte) {
+	key, ok := bytes.CutPrefix(ch, []byte(keyspaceChannel))
+	if !ok || len(key) == 0 || !s.cfg.Hub.KeyspaceOn() || c.conn == nil {
+		return
+	}
+	hub, loop := s.cfg.Hub, c.conn.f.loop
+	var r *quorum.Request
+	w := quorum.NewWaiterFunc(func() {
+		loop.Post(func() {
+			if rep, err := r.Result(); err == nil && rep.Type == resp.Integer && rep.Int > 0 {
+				hub.ScheduleExpiryIfNone(string(key), time.Duration(rep.Int)*time.Millisecond)
+			}
+			r.Release()
+		})
+	})
+	key = append([]byte(nil), key...)
+	r = s.cfg.Engine.PTTL(key, 0)
+	s.cfg.Engine.Submit(w, r)
 }
 
 // subscribeError is the client's text for a refused subscription.

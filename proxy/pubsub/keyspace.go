@@ -207,6 +207,18 @@ func (h *Hub) ScheduleExpiry(key string, ttl time.Duration) {
 	}
 }
 
+// ScheduleExpiryIfNone is ScheduleExpiry for a key with no expiry
+// scheduled yet: what the proxy calls with a quorum PTTL read when a client
+// subscribes to the key's keyspace channel. An event heard meanwhile is
+// fresher than the read, so it wins.
+func (h *Hub) ScheduleExpiryIfNone(key string, ttl time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.ks.byKey[key]; !ok && !h.closed && ttl > 0 {
+		h.ks.schedule(h, key, ttl)
+	}
+}
+
 func (ks *keyspace) cancel(key string) {
 	if e := ks.byKey[key]; e != nil {
 		heap.Remove(&ks.due, e.index)
