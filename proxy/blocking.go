@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
@@ -90,7 +89,7 @@ func (b *blocker) pop() {
 		b.again = true
 		return
 	}
-	b.round = b.lc.f.s.cfg.Engine.Pop(b.keys, b.right, batching.Now())
+	b.round = b.lc.f.s.cfg.Engine.Pop(b.keys, b.right, evloop.Now())
 	b.lc.f.s.cfg.Engine.Submit(b.w, b.round)
 }
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -216,7 +216,7 @@ func (s *Server) render(out []byte, c *client, sl *slot) []byte {
 		}
 		return appendInt(out, 0)
 	case renderTTLSecs:
-		if rep.Type == batching.Integer && rep.Int > 0 {
+		if rep.Type == resp.Integer && rep.Int > 0 {
 			return appendInt(out, rep.Int/1000)
 		}
 	}

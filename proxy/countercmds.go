@@ -3,7 +3,7 @@ package proxy
 import (
 	"strconv"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/evloop"
 )
 
 // INCR and INCRBY on counters: the quorum max-register of quorum/counter.go,
@@ -13,7 +13,7 @@ import (
 
 // cmdIncr: INCR key, INCRBY key n with n >= 0.
 func cmdIncr(s *Server, c *client, args [][]byte) {
-	t0 := batching.Now()
+	t0 := evloop.Now()
 	by := int64(1)
 	if len(args) == 3 {
 		n, err := strconv.ParseInt(string(args[2]), 10, 64)

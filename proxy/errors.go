@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -82,7 +81,7 @@ func missText(err error) string {
 		return "its counters are not restored yet since it lost its data, so it does not vote on counters (it does on locks once its quarantine ends; INFO quorum shows counters=pending)"
 	case errors.Is(err, quorum.ErrNodeTimeout):
 		return "no reply within node_timeout"
-	case errors.Is(err, batching.ErrQueueFull):
+	case errors.Is(err, quorum.ErrQueueFull):
 		return "queue full (the master is too slow to keep up; queue_limit)"
 	}
 	return err.Error()

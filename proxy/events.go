@@ -3,7 +3,7 @@ package proxy
 import (
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
@@ -137,7 +137,7 @@ func (s *Server) emit(sl *slot) {
 	}
 	if ev.counted {
 		// DEL answers how many keys a quorum held: none, nothing deleted.
-		if rep, _ := r.Result(); rep.Type != batching.Integer || rep.Int == 0 {
+		if rep, _ := r.Result(); rep.Type != resp.Integer || rep.Int == 0 {
 			return
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -70,7 +70,7 @@ func parseSet(args [][]byte) (setOpts, string) {
 var ttlUnits = map[string]quorum.TTLUnit{"px": quorum.Millis, "ex": quorum.Seconds, "pxat": quorum.UnixMillis, "exat": quorum.UnixSecs}
 
 func cmdSet(s *Server, c *client, args [][]byte) {
-	t0 := batching.Now()
+	t0 := evloop.Now()
 	o, msg := parseSet(args)
 	if msg != "" {
 		c.errorf("%s", msg)
@@ -94,7 +94,7 @@ func cmdSet(s *Server, c *client, args [][]byte) {
 }
 
 func cmdSetNX(s *Server, c *client, args [][]byte) {
-	t0 := batching.Now()
+	t0 := evloop.Now()
 	if s.cfg.DefaultTTL == 0 {
 		c.errorf("ERR SETNX is refused: it sets no expiry, and a lock that never expires is lost for good with its holder; use SET key token NX PX ms, or set default_ttl in config.toml")
 		s.cfg.Metrics.Request("setnx", "error")
@@ -111,7 +111,7 @@ func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Durati
 }
 
 func cmdGet(s *Server, c *client, args [][]byte) {
-	s.submit(c, s.cfg.Engine.Get(args[1], batching.Now()), renderReply)
+	s.submit(c, s.cfg.Engine.Get(args[1], evloop.Now()), renderReply)
 }
 
 func cmdPTTL(s *Server, c *client, args [][]byte) {
@@ -119,15 +119,15 @@ func cmdPTTL(s *Server, c *client, args [][]byte) {
 	if len(args[0]) == 3 { // TTL
 		kind = renderTTLSecs
 	}
-	s.submit(c, s.cfg.Engine.PTTL(args[1], batching.Now()), kind)
+	s.submit(c, s.cfg.Engine.PTTL(args[1], evloop.Now()), kind)
 }
 
 func cmdExists(s *Server, c *client, args [][]byte) {
-	s.submit(c, s.cfg.Engine.Exists(args[1:], batching.Now()), renderReply)
+	s.submit(c, s.cfg.Engine.Exists(args[1:], evloop.Now()), renderReply)
 }
 
 func cmdDel(s *Server, c *client, args [][]byte) {
-	s.submit(c, s.cfg.Engine.Del(args[1:], batching.Now()), renderReply)
+	s.submit(c, s.cfg.Engine.Del(args[1:], evloop.Now()), renderReply)
 	if s.keyEvent(c, pubsub.EventDel, 0, args[1:]...); len(c.slots) > 0 && c.slots[len(c.slots)-1].ev != nil {
 		c.slots[len(c.slots)-1].ev.counted = true
 	}
@@ -136,7 +136,7 @@ func cmdDel(s *Server, c *client, args [][]byte) {
 // cmdExpire is the quorum extend of legacy SETNX+EXPIRE code: PEXPIRE on
 // every master, yes when a quorum had the key, with validity accounted.
 func cmdExpire(s *Server, c *client, args [][]byte) {
-	t0 := batching.Now()
+	t0 := evloop.Now()
 	unit := quorum.Millis
 	if len(args[0]) == 6 { // EXPIRE
 		unit = quorum.Seconds

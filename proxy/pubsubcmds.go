@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/proxy/ops"
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
@@ -212,7 +212,7 @@ func cmdPublish(s *Server, c *client, args [][]byte) {
 	if len(args[0]) > 0 && (args[0][0] == 's' || args[0][0] == 'S') {
 		cmd, kind = "SPUBLISH", pubsub.Shard
 	}
-	r := s.cfg.Engine.Broadcast(cmd, args[1], args[2], batching.Now())
+	r := s.cfg.Engine.Broadcast(cmd, args[1], args[2], evloop.Now())
 	c.slots = append(c.slots, slot{req: r, kind: renderPublish, resp3: c.resp3,
 		pub: &publishSlot{kind: kind, channel: string(args[1])}})
 	s.cfg.Engine.Submit(c.w, r)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -17,7 +17,7 @@ import (
 // cmdEval runs a lock script on every master and counts votes: a
 // catalogued one, or one the analyzer understood.
 func cmdEval(s *Server, c *client, args [][]byte) {
-	t0 := batching.Now()
+	t0 := evloop.Now()
 	numKeys, err := strconv.Atoi(string(args[2]))
 	if err != nil || numKeys < 0 {
 		c.errorf("ERR value is not an integer or out of range")

@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -37,7 +37,7 @@ type Script struct {
 	TTLUnit  quorum.TTLUnit  // unit of that TTL: Millis, Seconds, UnixMillis, UnixSecs
 	TokenArg int             // 1-based ARGV (or KEYS, TokenInKeys) index of the lock token; 0 = none or TokenConst
 	NoIsNoop bool            // Acquire: a reply that is neither yes nor an error proves the script wrote nothing, so that master needs no undo (which would delete a key already holding the token, as Redis would not)
-	NoReply  batching.Reply  // what the client gets when the vote is lost and no master gave a non-yes reply (e.g. :0, or nil for scripts that return nothing)
+	NoReply  resp.Reply      // what the client gets when the vote is lost and no master gave a non-yes reply (e.g. :0, or nil for scripts that return nothing)
 	// RunAs, when set, is the sha1 of one of lockproxy's own scripts that
 	// the masters run instead, with max_ttl in ms appended to ARGV: the
 	// same replies, with every TTL it sets capped at max_ttl.
@@ -71,7 +71,7 @@ type Script struct {
 	Semantics   string        // the analyzer's summary, for INFO and errors
 	// Local, when set, is the reply lockproxy gives for the script itself,
 	// sending nothing: its only write cannot outlive the drift allowance.
-	Local *batching.Reply
+	Local *resp.Reply
 	// Counter, for an acquire script whose yes reply is the new value of a
 	// counter it increments (a fencing token): that counter's key. A grant
 	// answers the quorum max-register's increment of it instead, which

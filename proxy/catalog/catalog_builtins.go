@@ -3,7 +3,7 @@ package catalog
 import (
 	"embed"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -18,8 +18,8 @@ type builtin struct {
 }
 
 var (
-	replyZero = batching.Reply{Type: batching.Integer, Int: 0}
-	replyOne  = batching.Reply{Type: batching.Integer, Int: 1}
+	replyZero = resp.Reply{Type: resp.Integer, Int: 0}
+	replyOne  = resp.Reply{Type: resp.Integer, Int: 1}
 	// signalTTL is python-redis-lock's signal_expire: the TTL in ms of
 	// the list that wakes waiters, in ARGV[2] of unlock and reset.
 	signalTTL = []ArgTTL{{Arg: 2, Unit: quorum.Millis}}
@@ -88,14 +88,14 @@ var builtins = []builtin{
 	// it deletes ARGV[1] where this attempt wrote it (it had already reset
 	// that key's TTL) and the client is told ErrNotObtained, i.e. that it
 	// does not hold the lock; values of other tokens are never touched.
-	{"bsm-redislock-v0.9.4_obtain", Script{Name: "bsm-redislock v0.9 obtain", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 3, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
+	{"bsm-redislock-v0.9.4_obtain", Script{Name: "bsm-redislock v0.9 obtain", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 3, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: resp.ReplyNil}},
 	// bsm/redislock Lock.Release and node-redlock v3 unlock (same text): DEL when ours → 1, else 0.
 	{"bsm-redislock_release", Script{Name: "bsm-redislock release (node-redlock v3 release)", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// bsm/redislock Lock.Refresh and node-redlock v3 extend (same text): PEXPIRE ARGV[2] ms when ours → 1, else 0.
 	{"bsm-redislock_refresh", Script{Name: "bsm-redislock refresh (node-redlock v3 extend)", Kind: quorum.Extend, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
 	// bsm/redislock Lock.TTL: PTTL in ms when ours, else -3. The client
 	// gets the Q-th largest PTTL minus drift: how long a quorum surely holds it.
-	{"bsm-redislock_pttl", Script{Name: "bsm-redislock pttl", Kind: quorum.Read, Yes: quorum.YesNonNegative, Combine: quorum.CombineQthTTL, NoReply: batching.Reply{Type: batching.Integer, Int: -3}}},
+	{"bsm-redislock_pttl", Script{Name: "bsm-redislock pttl", Kind: quorum.Read, Yes: quorum.YesNonNegative, Combine: quorum.CombineQthTTL, NoReply: resp.Reply{Type: resp.Integer, Int: -3}}},
 
 	// ioredis-lock 4.x Lock.release: DEL when ours → 1, else 0.
 	{"ioredis-lock_delifequal", Script{Name: "ioredis-lock delifequal", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
@@ -103,7 +103,7 @@ var builtins = []builtin{
 	{"ioredis-lock_pexpireifequal", Script{Name: "ioredis-lock pexpireifequal", Kind: quorum.Extend, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
 
 	// node-redlock v3 lock: SET NX PX ARGV[2] ms → OK, else nil.
-	{"node-redlock-v3_acquire", Script{Name: "node-redlock v3 acquire", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
+	{"node-redlock-v3_acquire", Script{Name: "node-redlock v3 acquire", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: resp.ReplyNil}},
 	// node-redlock v4 acquire: 0 when any KEY exists, else SET PX ARGV[2] ms on
 	// every KEY → #KEYS; the library wants all keys, so the yes is #KEYS.
 	{"node-redlock-v4_acquire", Script{Name: "node-redlock v4 acquire", Kind: quorum.Acquire, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: replyZero}},
@@ -135,18 +135,18 @@ var builtins = []builtin{
 
 	// rueidislock (rueidis v1.0.79) acquire with SET NX PX ARGV[2] ms → OK,
 	// else nil (the GET only registers client-side tracking).
-	{"rueidislock_acqms", Script{Name: "rueidislock acqms", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
+	{"rueidislock_acqms", Script{Name: "rueidislock acqms", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: resp.ReplyNil}},
 	// rueidislock acquire with SET NX PXAT ARGV[2] (absolute unix ms) → OK, else nil.
-	{"rueidislock_acqat", Script{Name: "rueidislock acqat", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.UnixMillis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil}},
+	{"rueidislock_acqat", Script{Name: "rueidislock acqat", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.UnixMillis, TokenArg: 1, NoIsNoop: true, NoReply: resp.ReplyNil}},
 	// rueidislock ForceWithContext: SET PX ARGV[2] ms without NX, overwriting
 	// any holder → OK. Acquire: rueidislock draws a new random token per
 	// attempt (locker.try), so the undo deletes only what this attempt
 	// wrote; the previous holder's value there was already overwritten,
 	// which is what forcing means. Force: refused while
 	// allow_force_acquire is false.
-	{"rueidislock_fcqms", Script{Name: "rueidislock fcqms", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil, Force: true}},
+	{"rueidislock_fcqms", Script{Name: "rueidislock fcqms", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: resp.ReplyNil, Force: true}},
 	// rueidislock ForceWithContext with SET PXAT ARGV[2] (absolute unix ms) → OK; Acquire as fcqms.
-	{"rueidislock_fcqat", Script{Name: "rueidislock fcqat", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.UnixMillis, TokenArg: 1, NoIsNoop: true, NoReply: batching.ReplyNil, Force: true}},
+	{"rueidislock_fcqat", Script{Name: "rueidislock fcqat", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.UnixMillis, TokenArg: 1, NoIsNoop: true, NoReply: resp.ReplyNil, Force: true}},
 	// rueidislock release: DEL when ours → 1, else 0.
 	{"rueidislock_delkey", Script{Name: "rueidislock delkey", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// rueidislock extend: PEXPIREAT ARGV[2] (absolute unix ms) when ours → 1, else 0.

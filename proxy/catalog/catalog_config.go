@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -105,20 +105,20 @@ func (sc ScriptConfig) script() (*Script, error) {
 	case "":
 		switch sc.Vote {
 		case "ok", "notnil":
-			s.NoReply = batching.ReplyNil
+			s.NoReply = resp.ReplyNil
 		case "one", "true", "positive", "numkeys":
 			s.NoReply = replyZero
 		default:
 			return nil, fmt.Errorf("vote %q needs no_reply, the script's own \"not done\" reply (\"nil\" or an integer)", sc.Vote)
 		}
 	case "nil":
-		s.NoReply = batching.ReplyNil
+		s.NoReply = resp.ReplyNil
 	default:
 		v, err := strconv.ParseInt(noReply, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("no_reply %q is not \"nil\" or an integer", noReply)
 		}
-		s.NoReply = batching.Reply{Type: batching.Integer, Int: v}
+		s.NoReply = resp.Reply{Type: resp.Integer, Int: v}
 	}
 	if s.Yes.IsYes(&s.NoReply, 1) && sc.Vote != "numkeys" {
 		return nil, fmt.Errorf("no_reply %s would itself be a yes vote under vote %q", noReply, sc.Vote)

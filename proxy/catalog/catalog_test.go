@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -16,12 +16,12 @@ import (
 // the sha1s below are hard-coded so the rest never depends on it.
 const manifestDir = "../../../shared/clients/scripts"
 
-func integer(v int64) batching.Reply { return batching.Reply{Type: batching.Integer, Int: v} }
+func integer(v int64) resp.Reply { return resp.Reply{Type: resp.Integer, Int: v} }
 
 var (
-	replyOK  = batching.ReplyOK
-	replyNil = batching.ReplyNil
-	replyErr = batching.Reply{Type: batching.Error, Str: []byte("ERR something")}
+	replyOK  = resp.ReplyOK
+	replyNil = resp.ReplyNil
+	replyErr = resp.Reply{Type: resp.Error, Str: []byte("ERR something")}
 )
 
 // wantBuiltin is what the catalog must say about one library script, and
@@ -36,28 +36,28 @@ type wantBuiltin struct {
 	ttlArg   int
 	unit     quorum.TTLUnit
 	tokenArg int
-	noReply  batching.Reply
+	noReply  resp.Reply
 	nkeys    int // keys the library sends, for YesNumKeys
-	yesRs    []batching.Reply
-	noRs     []batching.Reply
+	yesRs    []resp.Reply
+	noRs     []resp.Reply
 }
 
 var (
 	cadRelease = func(names ...string) wantBuiltin { // compare-and-delete returning DEL's 1 or 0
 		return wantBuiltin{manifest: names, kind: quorum.Release, yes: quorum.YesOne, noReply: integer(0),
-			nkeys: 1, yesRs: []batching.Reply{integer(1)}, noRs: []batching.Reply{integer(0)}}
+			nkeys: 1, yesRs: []resp.Reply{integer(1)}, noRs: []resp.Reply{integer(0)}}
 	}
 	cadExtend = func(unit quorum.TTLUnit, names ...string) wantBuiltin { // compare-and-pexpire returning 1 or 0
 		return wantBuiltin{manifest: names, kind: quorum.Extend, yes: quorum.YesOne, ttlArg: 2, unit: unit, noReply: integer(0),
-			nkeys: 1, yesRs: []batching.Reply{integer(1)}, noRs: []batching.Reply{integer(0)}}
+			nkeys: 1, yesRs: []resp.Reply{integer(1)}, noRs: []resp.Reply{integer(0)}}
 	}
 	setAcquire = func(unit quorum.TTLUnit, names ...string) wantBuiltin { // SET … NX (or force) returning OK or nil
 		return wantBuiltin{manifest: names, kind: quorum.Acquire, yes: quorum.YesOK, ttlArg: 2, unit: unit, tokenArg: 1, noReply: replyNil,
-			nkeys: 1, yesRs: []batching.Reply{replyOK}, noRs: []batching.Reply{replyNil}}
+			nkeys: 1, yesRs: []resp.Reply{replyOK}, noRs: []resp.Reply{replyNil}}
 	}
 	redlockMulti = func(kind quorum.Kind, names ...string) wantBuiltin { // node-redlock v4/v5: key counts
 		w := wantBuiltin{manifest: names, kind: kind, yes: quorum.YesNumKeys, noReply: integer(0),
-			nkeys: 2, yesRs: []batching.Reply{integer(2)}, noRs: []batching.Reply{integer(0), integer(1)}}
+			nkeys: 2, yesRs: []resp.Reply{integer(2)}, noRs: []resp.Reply{integer(0), integer(1)}}
 		if kind != quorum.Release {
 			w.ttlArg, w.unit = 2, quorum.Millis
 		}
@@ -78,17 +78,17 @@ var wantBuiltins = []wantBuiltin{
 	withSHA(cadRelease("redsync-v4.8_delete"), "00583931c4e4d483f6233879c133c71ed5393f9d"),
 	{manifest: []string{"redsync-v4.18_delete"}, sha1: "e950836ed1e694540c503ef9972b8de518044d3b",
 		kind: quorum.Release, yes: quorum.YesOne, noReply: integer(0), nkeys: 1,
-		yesRs: []batching.Reply{integer(1)}, noRs: []batching.Reply{integer(0), integer(-1)}},
+		yesRs: []resp.Reply{integer(1)}, noRs: []resp.Reply{integer(0), integer(-1)}},
 	withSHA(cadExtend(quorum.Millis, "redsync-v4.18_touch", "redsync-v4.8_touch"), "d75bb8b5bd13532ddedd17762e772346e39b321e"),
 	withSHA(cadExtend(quorum.Millis, "redsync-v4.18_touchWithSetNX"), "b6b55c439e02c6f52ffb8be7ec8c0d0ac816ea79"),
 	{manifest: []string{"bsm-redislock-v0.9.4_obtain"}, sha1: "80a1b5f2cfccec3b7119ba7721d2127682b691a7",
 		kind: quorum.Acquire, yes: quorum.YesOK, ttlArg: 3, unit: quorum.Millis, tokenArg: 1, noReply: replyNil, nkeys: 1,
-		yesRs: []batching.Reply{replyOK}, noRs: []batching.Reply{replyNil}},
+		yesRs: []resp.Reply{replyOK}, noRs: []resp.Reply{replyNil}},
 	withSHA(cadRelease("bsm-redislock_release", "node-redlock-v3_release"), "cf0e94b2e9ffc7e04395cf88f7583fc309985910"),
 	withSHA(cadExtend(quorum.Millis, "bsm-redislock_refresh", "node-redlock-v3_extend"), "a7aba3bc5d6e99b3003da8b9d80a63b9f4092ecf"),
 	{manifest: []string{"bsm-redislock_pttl"}, sha1: "6484da7d58920897fdc22b7f9afd1a3d47524ea8",
 		kind: quorum.Read, yes: quorum.YesNonNegative, combine: quorum.CombineQthTTL, noReply: integer(-3), nkeys: 1,
-		yesRs: []batching.Reply{integer(2000), integer(0)}, noRs: []batching.Reply{integer(-3), integer(-1)}},
+		yesRs: []resp.Reply{integer(2000), integer(0)}, noRs: []resp.Reply{integer(-3), integer(-1)}},
 	withSHA(cadRelease("ioredis-lock_delifequal"), "4dbb87cd80182f627d42cf6042188ecf00a1ff12"),
 	withSHA(cadExtend(quorum.Millis, "ioredis-lock_pexpireifequal"), "50f5ab4d38adaf78b662a67356cf1fe302b3e00f"),
 	withSHA(setAcquire(quorum.Millis, "node-redlock-v3_acquire"), "862f31bf38e9b63ce28d6e9e5143551bb34ef981"),
@@ -100,13 +100,13 @@ var wantBuiltins = []wantBuiltin{
 	withSHA(redlockMulti(quorum.Release, "node-redlock-v5_release"), "e4612211c9f8f51c257e26e056b0a654b3187242"),
 	{manifest: []string{"python-redis-lock_unlock"}, sha1: "90da91872223f85eb1376a17e3c4df21ace8c54b",
 		kind: quorum.Release, yes: quorum.YesZero, noReply: integer(1), nkeys: 2,
-		yesRs: []batching.Reply{integer(0)}, noRs: []batching.Reply{integer(1)}},
+		yesRs: []resp.Reply{integer(0)}, noRs: []resp.Reply{integer(1)}},
 	{manifest: []string{"python-redis-lock_extend"}, sha1: "fed16109024d968d9496e4140fe1355bac05ebff",
 		kind: quorum.Extend, yes: quorum.YesZero, ttlArg: 2, unit: quorum.Seconds, noReply: integer(1), nkeys: 2,
-		yesRs: []batching.Reply{integer(0)}, noRs: []batching.Reply{integer(1), integer(2)}},
+		yesRs: []resp.Reply{integer(0)}, noRs: []resp.Reply{integer(1), integer(2)}},
 	{manifest: []string{"python-redis-lock_reset"}, sha1: "afbc8014508f92e446b56567e8ba600e811c1bd5",
 		kind: quorum.Release, yes: quorum.YesOne, noReply: integer(0), nkeys: 2,
-		yesRs: []batching.Reply{integer(1)}, noRs: []batching.Reply{integer(0)}},
+		yesRs: []resp.Reply{integer(1)}, noRs: []resp.Reply{integer(0)}},
 	withSHA(setAcquire(quorum.Millis, "rueidislock_acqms"), "fa3d1aaa7e4145457755016a3d5daf72fa7a11bf"),
 	withSHA(setAcquire(quorum.UnixMillis, "rueidislock_acqat"), "3875d208d9e377969d2022550302cc83ad17b584"),
 	withSHA(setAcquire(quorum.Millis, "rueidislock_fcqms"), "4384ed08baff4dd7071b6c78c516a2fded4ee3e7"),

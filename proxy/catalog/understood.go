@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/proxy/analyze"
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -218,21 +218,21 @@ func voteRuleOf(y *analyze.YesRule) quorum.VoteRule {
 func replyTypeOf(t analyze.ReplyType) byte {
 	switch t {
 	case analyze.StatusReply:
-		return batching.Status
+		return resp.Status
 	case analyze.ErrorReply:
-		return batching.Error
+		return resp.Error
 	case analyze.IntReply:
-		return batching.Integer
+		return resp.Integer
 	case analyze.BulkReply:
-		return batching.Bulk
+		return resp.Bulk
 	case analyze.ArrayReply:
-		return batching.Array
+		return resp.Array
 	}
-	return batching.Nil
+	return resp.Nil
 }
 
-func replyOf(r analyze.Reply) batching.Reply {
-	out := batching.Reply{Type: replyTypeOf(r.Type), Int: r.Int}
+func replyOf(r analyze.Reply) resp.Reply {
+	out := resp.Reply{Type: replyTypeOf(r.Type), Int: r.Int}
 	if r.Type == analyze.StatusReply || r.Type == analyze.ErrorReply || r.Type == analyze.BulkReply {
 		out.Str = []byte(r.Str)
 	}
@@ -255,18 +255,18 @@ func unitOf(u analyze.Unit) quorum.TTLUnit {
 }
 
 // exactReply is the one reply rule y accepts, when there is one.
-func exactReply(y *quorum.VoteRule) (batching.Reply, bool) {
+func exactReply(y *quorum.VoteRule) (resp.Reply, bool) {
 	switch {
 	case y.NotNil || y.First != nil || y.AnyStr:
-		return batching.Reply{}, false
-	case y.Type == batching.Integer && y.Cmp == quorum.IntEq:
-		return batching.Reply{Type: batching.Integer, Int: y.Int}, true
-	case y.Type == batching.Status || y.Type == batching.Bulk:
-		return batching.Reply{Type: y.Type, Str: []byte(y.Str)}, true
-	case y.Type == batching.Nil:
-		return batching.ReplyNil, true
+		return resp.Reply{}, false
+	case y.Type == resp.Integer && y.Cmp == quorum.IntEq:
+		return resp.Reply{Type: resp.Integer, Int: y.Int}, true
+	case y.Type == resp.Status || y.Type == resp.Bulk:
+		return resp.Reply{Type: y.Type, Str: []byte(y.Str)}, true
+	case y.Type == resp.Nil:
+		return resp.ReplyNil, true
 	}
-	return batching.Reply{}, false
+	return resp.Reply{}, false
 }
 
 // appendArg appends a to args unless it is there.

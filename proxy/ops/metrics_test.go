@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -15,7 +15,7 @@ import (
 // before and after: docs/bench/README.md).
 func BenchmarkMetricsOutcome(b *testing.B) {
 	m := NewMetrics(nil, nil)
-	r := quorum.Decided(quorum.Acquire, quorum.Granted, batching.ReplyOK, nil, time.Millisecond)
+	r := quorum.Decided(quorum.Acquire, quorum.Granted, resp.ReplyOK, nil, time.Millisecond)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -26,7 +26,7 @@ func BenchmarkMetricsOutcome(b *testing.B) {
 
 func TestMetricsOutcomeAllocatesNothing(t *testing.T) {
 	m := NewMetrics(nil, nil)
-	r := quorum.Decided(quorum.Extend, quorum.Granted, batching.Reply{Type: batching.Integer, Int: 1}, nil, time.Millisecond)
+	r := quorum.Decided(quorum.Extend, quorum.Granted, resp.Reply{Type: resp.Integer, Int: 1}, nil, time.Millisecond)
 	if n := testing.AllocsPerRun(100, func() { m.Outcome(r); m.Request("set", "error") }); n != 0 {
 		t.Fatalf("outcome+request allocate %v times per call, want 0", n)
 	}
@@ -34,15 +34,15 @@ func TestMetricsOutcomeAllocatesNothing(t *testing.T) {
 
 func TestMetricsOutcomeClasses(t *testing.T) {
 	m := NewMetrics(nil, nil)
-	errReply := batching.Reply{Type: batching.Error, Str: []byte("ERR x")}
+	errReply := resp.Reply{Type: resp.Error, Str: []byte("ERR x")}
 	nq := &quorum.NoQuorumError{Answered: 1, N: 3, Q: 2}
 	for _, r := range []*quorum.Request{
-		quorum.Decided(quorum.Acquire, quorum.Granted, batching.ReplyOK, nil, time.Millisecond),
-		quorum.Decided(quorum.Acquire, quorum.Refused, batching.ReplyNil, nil, time.Millisecond),
-		quorum.Decided(quorum.Acquire, quorum.NoQuorum, batching.Reply{}, nq, time.Millisecond),
-		quorum.Decided(quorum.Extend, quorum.Granted, batching.Reply{Type: batching.Integer, Int: 1}, nil, time.Millisecond),
-		quorum.Decided(quorum.Extend, quorum.NotHeld, batching.Reply{Type: batching.Integer}, nil, time.Millisecond),
-		quorum.Decided(quorum.Release, quorum.Done, batching.Reply{Type: batching.Integer, Int: 1}, nil, time.Millisecond),
+		quorum.Decided(quorum.Acquire, quorum.Granted, resp.ReplyOK, nil, time.Millisecond),
+		quorum.Decided(quorum.Acquire, quorum.Refused, resp.ReplyNil, nil, time.Millisecond),
+		quorum.Decided(quorum.Acquire, quorum.NoQuorum, resp.Reply{}, nq, time.Millisecond),
+		quorum.Decided(quorum.Extend, quorum.Granted, resp.Reply{Type: resp.Integer, Int: 1}, nil, time.Millisecond),
+		quorum.Decided(quorum.Extend, quorum.NotHeld, resp.Reply{Type: resp.Integer}, nil, time.Millisecond),
+		quorum.Decided(quorum.Release, quorum.Done, resp.Reply{Type: resp.Integer, Int: 1}, nil, time.Millisecond),
 		quorum.Decided(quorum.Read, quorum.Failed, errReply, nil, time.Millisecond),
 	} {
 		m.Outcome(r)
