@@ -103,9 +103,9 @@ func (b *blocker) roundDone() {
 	switch {
 	case b.done:
 	case err != nil:
-		out = appendError(nil, errorText(err))
+		out = resp.AppendError(nil, errorText(err))
 	case rep.Type == resp.Array || rep.Type == resp.Error:
-		out = appendReply(nil, rep, resp3)
+		out = resp.AppendReply(nil, rep, resp3)
 	}
 	r.Release()
 	switch {
@@ -216,7 +216,7 @@ func (f *front) expireBlocked(now int64) int64 {
 func (f *front) unblockAll() {
 	for _, m := range f.blocked {
 		for b := range m {
-			b.finish(appendError(nil, "ERR lockproxy is shutting down"))
+			b.finish(resp.AppendError(nil, "ERR lockproxy is shutting down"))
 		}
 	}
 }

@@ -157,19 +157,19 @@ func (c *client) local(enc func([]byte) []byte) {
 
 func (c *client) errorf(format string, a ...any) {
 	msg := fmt.Sprintf(format, a...)
-	c.local(func(b []byte) []byte { return appendError(b, msg) })
+	c.local(func(b []byte) []byte { return resp.AppendError(b, msg) })
 }
 
 func (c *client) status(st string) {
-	c.local(func(b []byte) []byte { return appendStatus(b, st) })
+	c.local(func(b []byte) []byte { return resp.AppendStatus(b, st) })
 }
 
 func (c *client) integer(n int64) {
-	c.local(func(b []byte) []byte { return appendInt(b, n) })
+	c.local(func(b []byte) []byte { return resp.AppendInt(b, n) })
 }
 
 func (c *client) bulk(v []byte) {
-	c.local(func(b []byte) []byte { return appendBulk(b, v) })
+	c.local(func(b []byte) []byte { return resp.AppendBulk(b, v) })
 }
 
 // submit starts a quorum request for this command.
@@ -207,20 +207,20 @@ func (s *Server) render(out []byte, c *client, sl *slot) []byte {
 	s.cfg.Metrics.Outcome(r)
 	rep, err := r.Result()
 	if err != nil {
-		return appendError(out, errorText(err))
+		return resp.AppendError(out, errorText(err))
 	}
 	switch sl.kind {
 	case renderSetNX:
 		if r.Outcome() == quorum.Granted {
-			return appendInt(out, 1)
+			return resp.AppendInt(out, 1)
 		}
-		return appendInt(out, 0)
+		return resp.AppendInt(out, 0)
 	case renderTTLSecs:
 		if rep.Type == resp.Integer && rep.Int > 0 {
-			return appendInt(out, rep.Int/1000)
+			return resp.AppendInt(out, rep.Int/1000)
 		}
 	}
-	return appendReply(out, rep, sl.resp3)
+	return resp.AppendReply(out, rep, sl.resp3)
 }
 
 func cmdPing(s *Server, c *client, args [][]byte) {
@@ -349,21 +349,21 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 	id := c.id
 	resp3 := c.resp3
 	c.local(func(b []byte) []byte {
-		b = appendMapHeader(b, 7, resp3)
-		b = appendBulkString(b, "server")
-		b = appendBulkString(b, "redis")
-		b = appendBulkString(b, "version")
-		b = appendBulkString(b, redisCompatVersion)
-		b = appendBulkString(b, "proto")
-		b = appendInt(b, int64(proto))
-		b = appendBulkString(b, "id")
-		b = appendInt(b, id)
-		b = appendBulkString(b, "mode")
-		b = appendBulkString(b, "standalone")
-		b = appendBulkString(b, "role")
-		b = appendBulkString(b, "master")
-		b = appendBulkString(b, "modules")
-		return appendArrayHeader(b, 0)
+		b = resp.AppendMapHeader(b, 7, resp3)
+		b = resp.AppendBulkString(b, "server")
+		b = resp.AppendBulkString(b, "redis")
+		b = resp.AppendBulkString(b, "version")
+		b = resp.AppendBulkString(b, redisCompatVersion)
+		b = resp.AppendBulkString(b, "proto")
+		b = resp.AppendInt(b, int64(proto))
+		b = resp.AppendBulkString(b, "id")
+		b = resp.AppendInt(b, id)
+		b = resp.AppendBulkString(b, "mode")
+		b = resp.AppendBulkString(b, "standalone")
+		b = resp.AppendBulkString(b, "role")
+		b = resp.AppendBulkString(b, "master")
+		b = resp.AppendBulkString(b, "modules")
+		return resp.AppendArrayHeader(b, 0)
 	})
 }
 
@@ -384,7 +384,7 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 	case sub == "getname" && len(args) == 2:
 		if c.name == "" {
 			resp3 := c.resp3
-			c.local(func(b []byte) []byte { return appendNull(b, resp3) })
+			c.local(func(b []byte) []byte { return resp.AppendNull(b, resp3) })
 			return
 		}
 		c.bulk([]byte(c.name))
@@ -404,7 +404,7 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 	case sub == "info" && len(args) == 2:
 		info := s.clientLine(c) + "\n"
 		resp3 := c.resp3
-		c.local(func(b []byte) []byte { return appendVerbatim(b, info, resp3) })
+		c.local(func(b []byte) []byte { return resp.AppendVerbatim(b, info, resp3) })
 	case sub == "no-evict" || sub == "no-touch":
 		c.status("OK")
 	case sub == "tracking":
@@ -426,7 +426,7 @@ func (s *Server) clientLine(c *client) string {
 
 func cmdCommand(s *Server, c *client, args [][]byte) {
 	if len(args) == 1 {
-		c.local(func(b []byte) []byte { return appendArrayHeader(b, 0) })
+		c.local(func(b []byte) []byte { return resp.AppendArrayHeader(b, 0) })
 		return
 	}
 	switch strings.ToLower(string(args[1])) {
@@ -439,9 +439,9 @@ func cmdCommand(s *Server, c *client, args [][]byte) {
 		sub := strings.ToLower(string(args[1]))
 		c.local(func(b []byte) []byte {
 			if sub == "docs" {
-				return appendMapHeader(b, 0, resp3)
+				return resp.AppendMapHeader(b, 0, resp3)
 			}
-			return appendArrayHeader(b, 0)
+			return resp.AppendArrayHeader(b, 0)
 		})
 	default:
 		c.errorf("ERR unknown subcommand '%s'. Try COMMAND HELP.", clip(args[1]))

@@ -188,7 +188,7 @@ func (lc *clientConn) pipeline(data []byte) {
 				break
 			}
 			if len(lc.args) > 0 {
-				lc.out = appendError(lc.out, "ERR lockproxy is shutting down")
+				lc.out = resp.AppendError(lc.out, "ERR lockproxy is shutting down")
 			}
 		}
 		lc.closeAfter = true
@@ -293,7 +293,7 @@ func (lc *clientConn) protocolError(err error) {
 		lc.f.s.protoErr.Add(1)
 	}
 	lc.f.s.cfg.Logger.Debug("client stream ended by lockproxy; closing its connection", "client", lc.c.addr, "err", pe.Msg)
-	lc.out = appendError(lc.out, pe.Reply())
+	lc.out = resp.AppendError(lc.out, pe.Reply())
 	lc.closeAfter = true
 }
 
@@ -309,7 +309,7 @@ func (lc *clientConn) evict() {
 	lc.f.s.cfg.Logger.Debug("client stream ended by lockproxy; closing its connection", "client", lc.c.addr, "err", err.Msg)
 	var last []byte
 	if !lc.busy && lc.outOff == len(lc.out) {
-		last = appendError(nil, err.Reply())
+		last = resp.AppendError(nil, err.Reply())
 	}
 	lc.closeWith(last)
 }

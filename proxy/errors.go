@@ -9,6 +9,14 @@ import (
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
+// RESP error prefixes that are part of the contract: one place defines them.
+const (
+	errPrefixNoQuorum = "NOQUORUM"
+	errPrefixNoScript = "NOSCRIPT"
+	errPrefixNoAuth   = "NOAUTH"
+	errPrefixWrongPwd = "WRONGPASS"
+)
+
 // The client's text of an outcome the engine reports as an error: NOQUORUM
 // with each missing master and why, written here and only here.
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/proxy/ops"
 )
 
@@ -20,7 +21,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 	}
 	text := ops.Info(sections, s.opsSources())
 	resp3 := c.resp3
-	c.local(func(out []byte) []byte { return appendVerbatim(out, text, resp3) })
+	c.local(func(out []byte) []byte { return resp.AppendVerbatim(out, text, resp3) })
 }
 
 // WritePrometheus samples what is read at scrape time (master states, queue
@@ -102,10 +103,10 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 	}
 	resp3 := c.resp3
 	c.local(func(b []byte) []byte {
-		b = appendMapHeader(b, len(pairs), resp3)
+		b = resp.AppendMapHeader(b, len(pairs), resp3)
 		for _, p := range pairs {
-			b = appendBulkString(b, p[0])
-			b = appendBulkString(b, p[1])
+			b = resp.AppendBulkString(b, p[0])
+			b = resp.AppendBulkString(b, p[1])
 		}
 		return b
 	})

@@ -227,9 +227,9 @@ type publishSlot struct {
 // renderPublished is a PUBLISH's reply: the receivers over the masters.
 func (s *Server) renderPublished(out []byte, sl *slot) []byte {
 	if _, err := sl.req.Result(); err != nil {
-		return appendError(out, errorText(err))
+		return resp.AppendError(out, errorText(err))
 	}
-	return appendInt(out, s.cfg.Hub.Receivers(sl.pub.kind, sl.pub.channel, sl.req.Replies()))
+	return resp.AppendInt(out, s.cfg.Hub.Receivers(sl.pub.kind, sl.pub.channel, sl.req.Replies()))
 }
 
 // cmdReset is Redis's RESET: the connection as new (unsubscribed, RESP2,

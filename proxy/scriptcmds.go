@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -42,7 +43,7 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 	s.cfg.Metrics.ScriptHit()
 	if sc.Local != nil {
 		rep, resp3 := *sc.Local, c.resp3
-		c.local(func(b []byte) []byte { return appendReply(b, rep, resp3) })
+		c.local(func(b []byte) []byte { return resp.AppendReply(b, rep, resp3) })
 		return
 	}
 	keys := args[3 : 3+numKeys]
@@ -170,12 +171,12 @@ func cmdScript(s *Server, c *client, args [][]byte) {
 			found[i] = s.scripts.Lookup(args[2+i], c.scriptsFlushed) != nil
 		}
 		c.local(func(b []byte) []byte {
-			b = appendArrayHeader(b, n)
+			b = resp.AppendArrayHeader(b, n)
 			for _, f := range found {
 				if f {
-					b = appendInt(b, 1)
+					b = resp.AppendInt(b, 1)
 				} else {
-					b = appendInt(b, 0)
+					b = resp.AppendInt(b, 0)
 				}
 			}
 			return b
