@@ -283,8 +283,6 @@ func (lc *clientConn) drop() {
 	}
 }
 
-
-
 // flush writes what it can of lc.out; the rest waits for Writable.
 func (lc *clientConn) flush() {
 	if lc.closed || lc.outOff == len(lc.out) {
@@ -373,4 +371,3 @@ func (lc *clientConn) closeWith(last []byte) {
 	}
 	lc.f.checkDrained()
 }
-
