@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // Config configures an Engine. Zero values get the documented defaults.
@@ -339,13 +340,13 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	for i, p := range e.pipes {
 		if r.skip&(1<<i) != 0 {
 			r.ref()
-			r.Complete(i, batching.Reply{}, &notSentError{errSkipped})
+			r.Complete(i, resp.Reply{}, &notSentError{errSkipped})
 			continue
 		}
 		e.loadFirst(i, r)
 		r.ref() // dropped by the op's Complete, which may run at once on the loop
 		if err := p.Submit(batching.Op{Cmd: r.cmd, Deadline: opDeadline, C: r}); err != nil {
-			r.Complete(i, batching.Reply{}, &notSentError{err})
+			r.Complete(i, resp.Reply{}, &notSentError{err})
 		}
 	}
 	r.mu.Lock()
@@ -409,7 +410,7 @@ func (e *Engine) finish(r *Request) {
 				// are no likelier to answer next, and a hot key must not
 				// make each queued client wait node_timeout in turn (32
 				// clients, 3 of 5 masters paused: 32 x node_timeout).
-				next.answerQueued(batching.Reply{}, holder.err)
+				next.answerQueued(resp.Reply{}, holder.err)
 				continue
 			}
 			if e.dispatch(next, batching.Now()) {
@@ -427,7 +428,7 @@ func (e *Engine) finish(r *Request) {
 
 // answerQueued decides a request that waited behind its key without
 // sending it to the masters, and publishes the outcome.
-func (r *Request) answerQueued(rep batching.Reply, err error) {
+func (r *Request) answerQueued(rep resp.Reply, err error) {
 	r.mu.Lock()
 	r.reply, r.err = rep, err
 	r.decidedIn = true

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -99,7 +99,7 @@ func TestUncheckableMasterDoesNotVote(t *testing.T) {
 	}
 	e := startEngine(t, masters, func(c *quorum.Config) {
 		c.MaxTTL = time.Second
-		c.Auth = [][]byte{batching.AppendCommand(nil, []byte("AUTH"), []byte("lp"), []byte("pw"))}
+		c.Auth = [][]byte{resp.AppendCommand(nil, []byte("AUTH"), []byte("lp"), []byte("pw"))}
 	})
 	poll(t, "pipelines up", func() bool {
 		for _, m := range e.Masters() {

@@ -3,7 +3,7 @@ package quorum
 import (
 	"testing"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 func TestAuthOfInitCommands(t *testing.T) {
@@ -12,7 +12,7 @@ func TestAuthOfInitCommands(t *testing.T) {
 		for _, a := range args {
 			b = append(b, []byte(a))
 		}
-		return batching.AppendCommand(nil, b...)
+		return resp.AppendCommand(nil, b...)
 	}
 	for _, c := range []struct {
 		init       [][]byte
