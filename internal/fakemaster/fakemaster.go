@@ -145,7 +145,8 @@ func (m *Master) Count(args ...string) int {
 
 // WaitFor blocks until cond holds for the commands received so far, and
 // fails t when it does not within 10s. It polls nothing: it looks again at
-// each command received.
+// each command received. cond runs with the master's lock held: it must
+// only look.
 func (m *Master) WaitFor(t testing.TB, what string, cond func([]Command) bool) {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
@@ -270,8 +271,13 @@ func (m *Master) decide(cmd Command, authed *bool) answer {
 	m.got = append(m.got, cmd)
 	close(m.news)
 	m.news = make(chan struct{})
-	if cmd.Is("AUTH") {
+	switch {
+	case cmd.Is("AUTH"):
 		return answer{reply: m.auth(cmd.Args[1:], authed)}
+	case cmd.Is("HELLO"):
+		// As a Redis before 6 says it, authenticated or not: clients
+		// (rueidis) then fall back to RESP2 and AUTH.
+		return answer{reply: errorReply("ERR unknown command 'HELLO'")}
 	}
 	if m.pass != "" && !*authed {
 		return answer{reply: errorReply("NOAUTH Authentication required.")}
