@@ -39,9 +39,11 @@ type Config struct {
 	Scripts []string
 	// Dial connects to a master; default plain TCP. Set for TLS.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// Auth are extra commands for each new master connection (AUTH …),
-	// sent before the script loads.
-	Auth [][]byte
+	// MasterUsername and MasterPassword authenticate every connection to
+	// a master (the pipelines' and the monitor's): AUTH password for the
+	// default user, AUTH username password for an ACL user. Empty
+	// MasterPassword: none.
+	MasterUsername, MasterPassword string
 	// Logger receives master state changes; default text on stderr.
 	Logger *slog.Logger
 	// Quarantine turns the restart quarantine on (quarantine.go): a master
@@ -207,7 +209,7 @@ func New(cfg Config) (*Engine, error) {
 	if e.timers, err = newDeadlines(e.loop); err != nil {
 		return nil, fmt.Errorf("quorum: starting the deadline timer: %w", err)
 	}
-	init := append([][]byte(nil), cfg.Auth...)
+	var init [][]byte
 	for _, s := range InternalScripts() {
 		init = append(init, ScriptLoad(s.Body))
 	}
@@ -229,6 +231,8 @@ func New(cfg Config) (*Engine, error) {
 			Index:      i,
 			QueueLimit: cfg.QueueLimit,
 			Dial:       cfg.Dial,
+			Username:   cfg.MasterUsername,
+			Password:   cfg.MasterPassword,
 			Init:       init,
 			OnState:    onState,
 			OnBatch:    cfg.OnBatch,

@@ -135,6 +135,19 @@ func TestLateUndoSparesASplitRetrysGrant(t *testing.T) {
 	}
 }
 
+// commandArgs splits an encoded command into its arguments.
+func commandArgs(cmd []byte) []string {
+	r, _, err := resp.Parse(cmd)
+	if err != nil || r.Type != resp.Array {
+		panic("not a command: " + string(cmd))
+	}
+	args := make([]string, len(r.Elems))
+	for i, e := range r.Elems {
+		args[i] = string(e.Str)
+	}
+	return args
+}
+
 // modelStep2 runs master m's next op against a store that understands
 // SET NX, a release ("REL", compare-and-delete, :1/:0) and the undo.
 func (m *modelMaster) step2() bool {
@@ -144,7 +157,7 @@ func (m *modelMaster) step2() bool {
 	}
 	op := ops[m.ran]
 	m.ran++
-	args := decodeCommand(op.Cmd)
+	args := commandArgs(op.Cmd)
 	switch {
 	case bytes.Contains(op.Cmd, []byte(undoScript.SHA1)):
 		if m.val == args[len(args)-1] {

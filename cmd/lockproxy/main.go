@@ -186,10 +186,6 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	metrics.ExposeMetadata(true) // # TYPE lines, so Prometheus knows the histograms
 	set.NewGauge(fmt.Sprintf(`lockproxy_build_info{version=%q,commit=%q}`, version, commitID()), func() float64 { return 1 })
 	pm := ops.NewMetrics(set, cfg.Quorum.Masters)
-	var auth [][]byte
-	if cmd := proxy.AuthCommand(cfg.Quorum.MasterUsername, cfg.Quorum.MasterPassword); cmd != nil {
-		auth = append(auth, cmd)
-	}
 	var bodies []string
 	for _, sc := range scripts.Scripts() {
 		if sc.Body != "" {
@@ -197,18 +193,19 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		}
 	}
 	qcfg := quorum.Config{
-		Masters:       cfg.Quorum.Masters,
-		NodeTimeout:   cfg.Quorum.NodeTimeout.Duration,
-		MaxTTL:        cfg.Quorum.MaxTTL.Duration,
-		QueueLimit:    cfg.Quorum.QueueLimit,
-		Scripts:       bodies,
-		Dial:          pm.Dial(masterDial),
-		Auth:          auth,
-		Logger:        logger,
-		OnBatch:       pm.OnBatch,
-		OnReply:       pm.OnReply,
-		OnMiss:        pm.OnMiss,
-		OnMasterState: pm.OnMasterState,
+		Masters:        cfg.Quorum.Masters,
+		NodeTimeout:    cfg.Quorum.NodeTimeout.Duration,
+		MaxTTL:         cfg.Quorum.MaxTTL.Duration,
+		QueueLimit:     cfg.Quorum.QueueLimit,
+		Scripts:        bodies,
+		Dial:           pm.Dial(masterDial),
+		MasterUsername: cfg.Quorum.MasterUsername,
+		MasterPassword: cfg.Quorum.MasterPassword,
+		Logger:         logger,
+		OnBatch:        pm.OnBatch,
+		OnReply:        pm.OnReply,
+		OnMiss:         pm.OnMiss,
+		OnMasterState:  pm.OnMasterState,
 
 		Quarantine: cfg.Quorum.Quarantine == nil || *cfg.Quorum.Quarantine,
 		Bootstrap:  cfg.Quorum.Bootstrap,
@@ -225,7 +222,8 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	}
 	defer engine.Close()
 	if iv := cfg.Quorum.ProbeInterval.Duration; iv > 0 {
-		stopProbes := pm.StartProbes(ops.ProbeOptions{Interval: iv, Dial: masterDial, Auth: auth, Logger: logger})
+		stopProbes := pm.StartProbes(ops.ProbeOptions{Interval: iv, Dial: masterDial,
+			Username: cfg.Quorum.MasterUsername, Password: cfg.Quorum.MasterPassword, Logger: logger})
 		defer stopProbes()
 	}
 
@@ -273,7 +271,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		"version", version, "commit", commitID(),
 		"listen", addrOf(plainLn), "tls_listen", addrOf(tlsLn), "metrics", addrOf(metricsLn),
 		"masters", strings.Join(cfg.Quorum.Masters, ","), "n", engine.N(), "q", engine.Q(),
-		"master_tls", masterDial != nil, "master_auth", auth != nil, "requirepass", cfg.RequirePass != "",
+		"master_tls", masterDial != nil, "master_auth", cfg.Quorum.MasterPassword != "", "requirepass", cfg.RequirePass != "",
 		"node_timeout", engine.Config().NodeTimeout, "max_ttl", engine.Config().MaxTTL,
 		"config", configFile)
 
