@@ -1,8 +1,10 @@
-// Package quorum is lockproxy's Redlock engine: it sends each operation to
-// every master through its batching pipeline, counts votes, decides as soon
-// as the outcome is certain, accounts validity on the monotonic clock, and
-// undoes failed acquisitions on every master. It knows nothing of RESP
-// clients: the proxy hands it encoded commands and reads back one reply.
+// Package quorum is lockproxy's Redlock engine: it builds each lock
+// operation's master commands (ops.go), sends them to every master through
+// its batching pipeline, counts votes, decides as soon as the outcome is
+// certain or at the deadline it keeps itself, accounts validity on the
+// monotonic clock, and undoes failed acquisitions where they wrote. It
+// knows nothing of RESP clients: the proxy calls one constructor per
+// client command and renders the typed outcome (Outcome, Result).
 package quorum
 
 import (
