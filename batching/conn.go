@@ -16,7 +16,7 @@ import (
 // This file is the life of one connection: dial and Init, then one writer
 // and one reader until either fails.
 
-// connect dials and runs the Init commands synchronously.
+// connect dials, authenticates and runs the Init commands synchronously.
 func (p *Pipeline) connect() (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.opt.DialTimeout)
 	defer cancel()
@@ -24,58 +24,71 @@ func (p *Pipeline) connect() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(p.opt.Init) == 0 {
+	hs := resp.AppendAuth(nil, p.opt.Username, p.opt.Password)
+	auth := len(hs) > 0
+	for _, c := range p.opt.Init {
+		hs = append(hs, c...)
+	}
+	if len(hs) == 0 {
 		return conn, nil
 	}
 	conn.SetDeadline(time.Now().Add(p.opt.DialTimeout))
-	var buf []byte
-	for _, c := range p.opt.Init {
-		buf = append(buf, c...)
-	}
-	if _, err := conn.Write(buf); err != nil {
+	if err := p.handshake(conn, hs, auth); err != nil {
 		conn.Close()
 		return nil, err
 	}
+	conn.SetDeadline(time.Time{})
+	return conn, nil
+}
+
+// handshake writes hs (AUTH when auth is set, then the Init commands) and
+// reads one reply per command; an error reply fails it, naming the
+// command but never the credentials.
+func (p *Pipeline) handshake(conn net.Conn, hs []byte, auth bool) error {
+	if _, err := conn.Write(hs); err != nil {
+		return err
+	}
+	n := len(p.opt.Init)
+	if auth {
+		n++
+	}
 	rb := make([]byte, 0, 4096)
-	for i := 0; i < len(p.opt.Init); {
-		r, n, err := resp.Parse(rb)
+	for i := 0; i < n; {
+		r, used, err := resp.Parse(rb)
 		if err == resp.ErrIncomplete {
 			if len(rb) == cap(rb) {
 				rb = append(rb, 0)[:len(rb)]
 			}
 			m, rerr := conn.Read(rb[len(rb):cap(rb)])
 			if rerr != nil {
-				conn.Close()
-				return nil, fmt.Errorf("reading init replies: %w", rerr)
+				return fmt.Errorf("reading init replies: %w", rerr)
 			}
 			rb = rb[:len(rb)+m]
 			continue
 		}
 		if err != nil {
-			conn.Close()
-			return nil, err
+			return err
 		}
 		if r.Type == resp.Error {
-			conn.Close()
-			return nil, fmt.Errorf("init command %q failed: %s", firstWords(p.opt.Init[i]), r.Str)
+			if auth && i == 0 {
+				return fmt.Errorf("AUTH failed: %s", r.Str)
+			}
+			init := p.opt.Init[i-(n-len(p.opt.Init))] // past the AUTH, if any
+			return fmt.Errorf("init command %q failed: %s", firstWords(init), r.Str)
 		}
-		rb = rb[n:]
+		rb = rb[used:]
 		i++
 	}
-	conn.SetDeadline(time.Time{})
-	return conn, nil
+	return nil
 }
 
 // firstWords renders the command name and first argument of an encoded
-// command, never its secrets (AUTH passwords are cut).
+// command (SCRIPT LOAD), not the rest (a script's body).
 func firstWords(cmd []byte) string {
 	parts := bytes.Split(cmd, []byte("\r\n"))
 	var words []string
 	for i := 2; i < len(parts) && len(words) < 2; i += 2 {
 		words = append(words, string(parts[i]))
-	}
-	if len(words) > 0 && bytes.EqualFold([]byte(words[0]), []byte("AUTH")) {
-		return "AUTH ***"
 	}
 	return fmt.Sprint(words)
 }
@@ -289,16 +302,14 @@ func (p *Pipeline) consume(b []byte, sc *scratch) (int, error) {
 }
 
 // reloadInit queues the Init commands again after a master said NOSCRIPT:
-// someone flushed its scripts. The command that got NOSCRIPT has already
-// counted as a no vote; it is not resent, because resending it now would put
-// it behind commands written after it.
+// someone flushed its scripts. AUTH is not among them: the connection is
+// still authenticated. The command that got NOSCRIPT has already counted as
+// a no vote; it is not resent, because resending it now would put it behind
+// commands written after it.
 func (p *Pipeline) reloadInit() {
 	p.opt.Logger.Warn("master answered NOSCRIPT: its scripts were flushed; loading them again",
 		"master", p.opt.Addr)
 	for _, c := range p.opt.Init {
-		if bytes.Contains(c, []byte("AUTH")) {
-			continue
-		}
 		_ = p.Submit(Op{Cmd: c})
 	}
 }

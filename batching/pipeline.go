@@ -81,10 +81,15 @@ type Options struct {
 	StallTimeout time.Duration
 	// Dial connects; default net.Dialer. Set it for TLS.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// Init are commands sent on every new connection before any Op (AUTH,
-	// SCRIPT LOAD…). An error reply fails the connection attempt. They are
-	// sent again after a NOSCRIPT reply, so that scripts flushed on the
-	// master are loaded again.
+	// Username and Password authenticate every new connection (AUTH
+	// [username] password, before Init); empty Password: no AUTH. They
+	// are values, encoded here only, and sent once per connection: a
+	// NOSCRIPT reload does not repeat them.
+	Username, Password string
+	// Init are commands sent on every new connection, after AUTH and
+	// before any Op (SCRIPT LOAD…). An error reply fails the connection
+	// attempt. They are sent again after a NOSCRIPT reply, so that
+	// scripts flushed on the master are loaded again.
 	Init [][]byte
 	// OnState is told when the connection goes up or down (err says why).
 	OnState func(index int, up bool, err error)

@@ -2,8 +2,8 @@ package batching
 
 import "github.com/lockproxy/lockproxy/internal/resp"
 
-// Aliases of internal/resp for the callers not moved to it yet (quorum's
-// engine and proxy's command layer, both being rewritten): batching's own
+// Aliases of internal/resp for the callers not moved to it yet (the proxy
+// package and proxy/catalog; quorum uses internal/resp): batching's own
 // code uses internal/resp. Delete these once nothing outside batching
 // refers to them.
 

@@ -10,8 +10,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // TLS and credentials of lockproxy's connections: the TLS listener clients
@@ -177,17 +175,4 @@ func loadPool(field, path string) (*x509.CertPool, error) {
 		return nil, &FileError{Field: field, Path: path, Err: errors.New("no PEM certificate in it")}
 	}
 	return pool, nil
-}
-
-// AuthCommand is the AUTH a master connection starts with
-// (quorum.Config.Auth): AUTH password for the default user, AUTH user
-// password for an ACL user. nil when there is no password.
-func AuthCommand(user, password string) []byte {
-	switch {
-	case password == "":
-		return nil
-	case user == "":
-		return resp.AppendCommandString(nil, "AUTH", password)
-	}
-	return resp.AppendCommandString(nil, "AUTH", user, password)
 }

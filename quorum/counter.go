@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // Counters: a max-register over the masters, for fencing tokens
@@ -182,9 +183,9 @@ func (r *Request) counterRead() {
 	case bad != nil:
 		r.err = bad
 	case c.readOnly && exists:
-		r.reply = batching.Reply{Type: batching.Integer, Int: m}
+		r.reply = resp.Reply{Type: resp.Integer, Int: m}
 	case c.readOnly:
-		r.reply = batching.ReplyNil
+		r.reply = resp.ReplyNil
 	case c.by > 0 && m > math.MaxInt64-c.by:
 		r.err = &CounterError{Why: Overflow}
 	case c.by == 0 && holders >= r.e.q:
@@ -267,15 +268,15 @@ const (
 // counterValue reads one master's reply to counterReadScript: the value,
 // whether it has an expiry, and whether it is a counter, no key, or
 // something else.
-func counterValue(rep *batching.Reply) (v int64, ttl bool, kind int) {
-	if rep.Type != batching.Array || len(rep.Elems) != 2 || rep.Elems[1].Type != batching.Integer {
+func counterValue(rep *resp.Reply) (v int64, ttl bool, kind int) {
+	if rep.Type != resp.Array || len(rep.Elems) != 2 || rep.Elems[1].Type != resp.Integer {
 		return 0, false, notCounterValue
 	}
 	val, pttl := &rep.Elems[0], rep.Elems[1].Int
 	switch {
-	case val.Type == batching.Nil:
+	case val.Type == resp.Nil:
 		return 0, false, noKey
-	case val.Type != batching.Bulk:
+	case val.Type != resp.Bulk:
 		return 0, false, notCounterValue
 	}
 	n, ok := ParseCounter(val.Str)
@@ -289,7 +290,7 @@ func counterValue(rep *batching.Reply) (v int64, ttl bool, kind int) {
 // not in skip, how many hold it, whether any holds the key, and, when some
 // reply is not a counter, a master's error reply or the engine's refusal.
 // r.mu is held.
-func (r *Request) counterMax(skip uint16) (m int64, holders int, exists bool, badRep *batching.Reply, bad error) {
+func (r *Request) counterMax(skip uint16) (m int64, holders int, exists bool, badRep *resp.Reply, bad error) {
 	seen := false
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] != replied || skip&(1<<i) != 0 {
@@ -301,7 +302,7 @@ func (r *Request) counterMax(skip uint16) (m int64, holders int, exists bool, ba
 		case kind == noKey:
 			v = 0
 		case kind == counterKind:
-		case rep.Type == batching.Error:
+		case rep.Type == resp.Error:
 			return 0, 0, false, rep, nil
 		case ttl:
 			return 0, 0, false, nil, &CounterError{Why: HasExpiry}
@@ -320,11 +321,11 @@ func (r *Request) counterMax(skip uint16) (m int64, holders int, exists bool, ba
 }
 
 // answer is v as the client gets it.
-func (c *counterState) answer(v int64) batching.Reply {
+func (c *counterState) answer(v int64) resp.Reply {
 	if c.asBulk {
-		return batching.Reply{Type: batching.Bulk, Str: strconv.AppendInt(nil, v, 10)}
+		return resp.Reply{Type: resp.Bulk, Str: strconv.AppendInt(nil, v, 10)}
 	}
-	return batching.Reply{Type: batching.Integer, Int: v}
+	return resp.Reply{Type: resp.Integer, Int: v}
 }
 
 // ParseCounter parses a counter's value as INCR does: a canonical decimal
@@ -370,7 +371,7 @@ func (e *Engine) continueWith(r *Request) {
 }
 
 // adoptCounter takes the outcome of r's continuation. r.mu is held.
-func (r *Request) adoptCounter(rep batching.Reply, err error, won bool) {
+func (r *Request) adoptCounter(rep resp.Reply, err error, won bool) {
 	switch r.cont {
 	case contCounterWrite:
 		switch {
@@ -378,7 +379,7 @@ func (r *Request) adoptCounter(rep batching.Reply, err error, won bool) {
 			r.reply = r.ctr.answer(r.ctr.target)
 		case err != nil:
 			r.err = err
-		case rep.Type == batching.Error:
+		case rep.Type == resp.Error:
 			r.reply = rep // the masters' refusal
 		default:
 			r.err = &CounterError{Why: NotInteger} // no refusal to pass on (none is expected)
@@ -393,16 +394,16 @@ func (r *Request) adoptCounter(rep batching.Reply, err error, won bool) {
 // the grant is undone and the client gets the not-acquired reply (no
 // validity left: its token could follow a later holder's) or the error.
 // r.mu is held.
-func (r *Request) fenced(rep batching.Reply, err error) {
+func (r *Request) fenced(rep resp.Reply, err error) {
 	left := Validity(r.TTL, time.Duration(batching.Now()-r.t0), r.e.cfg.DriftFactor)
 	if r.TTL == 0 {
 		left = 1 // a script without a TTL of its own
 	}
 	switch {
-	case err == nil && rep.Type == batching.Integer && left > 0:
+	case err == nil && rep.Type == resp.Integer && left > 0:
 		r.reply, r.validity = rep, left
 		return
-	case err == nil && rep.Type == batching.Integer:
+	case err == nil && rep.Type == resp.Integer:
 		r.reply = r.noReply
 	case err != nil:
 		r.err = err

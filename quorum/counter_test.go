@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -18,7 +19,7 @@ import (
 // the replies INCR gives where Redis would refuse.
 
 // run submits r and waits for its outcome.
-func run(e *quorum.Engine, r *quorum.Request) (batching.Reply, error) {
+func run(e *quorum.Engine, r *quorum.Request) (resp.Reply, error) {
 	w := quorum.NewWaiter()
 	e.Submit(w, r)
 	e.Wait(w)
@@ -28,7 +29,7 @@ func run(e *quorum.Engine, r *quorum.Request) (batching.Reply, error) {
 func incr(t *testing.T, e *quorum.Engine, key string, by int64) int64 {
 	t.Helper()
 	rep, err := run(e, e.Incr([]byte(key), by, batching.Now()))
-	if err != nil || rep.Type != batching.Integer {
+	if err != nil || rep.Type != resp.Integer {
 		t.Fatalf("INCRBY %s %d: %v %v", key, by, rep, err)
 	}
 	return rep.Int
@@ -85,7 +86,7 @@ func TestCounterMaxOverMasters(t *testing.T) {
 	// hold it yet.
 	setAll(t, ms[:1], "SET", "c", strconv.FormatInt(prev+5, 10))
 	rep, err := run(e, e.Get([]byte("c"), batching.Now()))
-	if err != nil || rep.Type != batching.Bulk {
+	if err != nil || rep.Type != resp.Bulk {
 		t.Fatalf("GET c: %v %v", rep, err)
 	}
 	got, _ := strconv.ParseInt(string(rep.Str), 10, 64)
@@ -153,7 +154,7 @@ func TestCounterRefusals(t *testing.T) {
 			t.Errorf("INCR %s: %v %v, want %v", c.key, rep, err, c.want)
 		}
 	}
-	if rep, err := run(e, e.Incr([]byte("hash"), 1, batching.Now())); err != nil || rep.Type != batching.Error || !strings.HasPrefix(string(rep.Str), "WRONGTYPE") {
+	if rep, err := run(e, e.Incr([]byte("hash"), 1, batching.Now())); err != nil || rep.Type != resp.Error || !strings.HasPrefix(string(rep.Str), "WRONGTYPE") {
 		t.Errorf("INCR of a hash: %v %v, want the masters' WRONGTYPE", rep, err)
 	}
 	if v := incr(t, e, "max", 0); v != 9223372036854775807 {
@@ -162,7 +163,7 @@ func TestCounterRefusals(t *testing.T) {
 	// A lock's value is never read as a counter by GET, even an integer
 	// one: it has an expiry.
 	setAll(t, ms[:1], "SET", "minority", "777", "PX", "60000")
-	if rep, err := run(e, e.Get([]byte("minority"), batching.Now())); err != nil || rep.Type != batching.Nil {
+	if rep, err := run(e, e.Get([]byte("minority"), batching.Now())); err != nil || rep.Type != resp.Nil {
 		t.Errorf("GET of a lock token held by one master of 3: %v %v, want nil", rep, err)
 	}
 	if rep, err := run(e, e.Get([]byte("intlock"), batching.Now())); err != nil || string(rep.Str) != "12345" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // A fenced acquisition's continuation (counter.go) against fake masters:
@@ -16,11 +17,11 @@ import (
 
 // fencedOp is the fenced acquire script of docs/fencing.md.
 var fencedOp = &ScriptOp{SHA1: "f00d", Preloaded: true, Kind: Acquire, Yes: YesPositive,
-	No: batching.Reply{Type: batching.Integer}, NoIsNoop: true, Undo: UndoDelIfValue,
+	No: resp.Reply{Type: resp.Integer}, NoIsNoop: true, Undo: UndoDelIfValue,
 	Token: Arg{Index: 1}, LockKeys: []int{1}, Counter: Arg{Keys: true, Index: 2}}
 
 // answerOp completes op n (0-based) sent to each master with rep.
-func answerOp(fps []*fakePipe, n int, rep batching.Reply) {
+func answerOp(fps []*fakePipe, n int, rep resp.Reply) {
 	for i, fp := range fps {
 		fp.sent()[n].C.Complete(i, rep, nil)
 	}
@@ -48,18 +49,18 @@ func fencedAcquire(e *Engine, ttl time.Duration) (*Request, *Waiter) {
 	return r, w
 }
 
-func counterPair(v string) batching.Reply {
-	val := batching.ReplyNil
+func counterPair(v string) resp.Reply {
+	val := resp.ReplyNil
 	if v != "" {
-		val = batching.Reply{Type: batching.Bulk, Str: []byte(v)}
+		val = resp.Reply{Type: resp.Bulk, Str: []byte(v)}
 	}
-	return batching.Reply{Type: batching.Array, Elems: []batching.Reply{val, {Type: batching.Integer, Int: -1}}}
+	return resp.Reply{Type: resp.Array, Elems: []resp.Reply{val, {Type: resp.Integer, Int: -1}}}
 }
 
 func TestFencedGrantAnswersTheMaxRegister(t *testing.T) {
 	e, fps := pipedEngine(3, -1)
 	r, w := fencedAcquire(e, 10*time.Second)
-	answerOp(fps, 0, batching.Reply{Type: batching.Integer, Int: 3}) // each master's own INCR
+	answerOp(fps, 0, resp.Reply{Type: resp.Integer, Int: 3}) // each master's own INCR
 	if r.Decided() {
 		t.Fatal("the grant was answered before its token")
 	}
@@ -75,7 +76,7 @@ func TestFencedGrantAnswersTheMaxRegister(t *testing.T) {
 	if cmd := fps[2].sent()[2].Cmd; !bytes.Contains(cmd, []byte(counterWriteScript.SHA1)) || !bytes.Contains(cmd, []byte("$2\r\n42\r\n")) {
 		t.Fatalf("third op %q, want the counter's write of 42", cmd)
 	}
-	answerOp(fps, 2, batching.Reply{Type: batching.Integer, Int: 1})
+	answerOp(fps, 2, resp.Reply{Type: resp.Integer, Int: 1})
 	e.Wait(w)
 	if rep, err := r.Result(); err != nil || !rep.IsInt(42) || r.Outcome() != Granted || r.Validity() <= 0 {
 		t.Fatalf("fenced grant: %v %v %v validity %v, want :42 granted", rep, err, r.Outcome(), r.Validity())
@@ -90,14 +91,14 @@ func TestFencedGrantAnswersTheMaxRegister(t *testing.T) {
 func TestFencedGrantTooLateIsUndone(t *testing.T) {
 	e, fps := pipedEngine(3, -1)
 	r, w := fencedAcquire(e, 30*time.Millisecond)
-	answerOp(fps, 0, batching.Reply{Type: batching.Integer, Int: 1})
+	answerOp(fps, 0, resp.Reply{Type: resp.Integer, Int: 1})
 	waitSent(t, fps, 2)
 	answerOp(fps, 1, counterPair("1"))
 	waitSent(t, fps, 3)
 	// The validity (30ms minus drift) runs out before the write is
 	// acknowledged: the token could follow a later holder's.
 	time.Sleep(30 * time.Millisecond)
-	answerOp(fps, 2, batching.Reply{Type: batching.Integer, Int: 1})
+	answerOp(fps, 2, resp.Reply{Type: resp.Integer, Int: 1})
 	e.Wait(w)
 	if rep, err := r.Result(); err != nil || !rep.IsInt(0) || r.Outcome() != Refused {
 		t.Fatalf("token acknowledged after the validity: %v %v %v, want :0 refused", rep, err, r.Outcome())
@@ -112,11 +113,11 @@ func TestFencedGrantTooLateIsUndone(t *testing.T) {
 func TestFencedGrantCounterErrorIsUndone(t *testing.T) {
 	e, fps := pipedEngine(3, -1)
 	r, w := fencedAcquire(e, 10*time.Second)
-	answerOp(fps, 0, batching.Reply{Type: batching.Integer, Int: 1})
+	answerOp(fps, 0, resp.Reply{Type: resp.Integer, Int: 1})
 	waitSent(t, fps, 2)
 	// The counter key holds a lock's token: INCR would refuse it.
-	answerOp(fps, 1, batching.Reply{Type: batching.Array, Elems: []batching.Reply{
-		{Type: batching.Bulk, Str: []byte("a-token")}, {Type: batching.Integer, Int: 5000}}})
+	answerOp(fps, 1, resp.Reply{Type: resp.Array, Elems: []resp.Reply{
+		{Type: resp.Bulk, Str: []byte("a-token")}, {Type: resp.Integer, Int: 5000}}})
 	e.Wait(w)
 	var ce *CounterError
 	if rep, err := r.Result(); !errors.As(err, &ce) || ce.Why != NotInteger || r.Outcome() != Failed {
@@ -134,7 +135,7 @@ func TestFencedGrantCounterErrorIsUndone(t *testing.T) {
 // integer one, is never answered.
 func TestCounterGetIsNotALockRead(t *testing.T) {
 	e, fps := pipedEngine(3, -1)
-	get := func(replies ...batching.Reply) *Request {
+	get := func(replies ...resp.Reply) *Request {
 		w := NewWaiter()
 		r := e.Get([]byte("k"), batching.Now())
 		e.Submit(w, r)
@@ -144,11 +145,11 @@ func TestCounterGetIsNotALockRead(t *testing.T) {
 		}
 		return r
 	}
-	lock := batching.Reply{Type: batching.Array, Elems: []batching.Reply{{Type: batching.Bulk, Str: []byte("7")}, {Type: batching.Integer, Int: 900}}}
-	if r := get(lock, counterPair(""), counterPair("")); !r.Decided() || r.reply.Type != batching.Nil {
+	lock := resp.Reply{Type: resp.Array, Elems: []resp.Reply{{Type: resp.Bulk, Str: []byte("7")}, {Type: resp.Integer, Int: 900}}}
+	if r := get(lock, counterPair(""), counterPair("")); !r.Decided() || r.reply.Type != resp.Nil {
 		t.Fatalf("GET of an integer token on one master: %v", r.reply)
 	}
-	if r := get(lock, counterPair("3"), counterPair("")); !r.Decided() || r.reply.Type != batching.Nil {
+	if r := get(lock, counterPair("3"), counterPair("")); !r.Decided() || r.reply.Type != resp.Nil {
 		t.Fatalf("GET of a token on one master, a counter on another: %v", r.reply)
 	}
 	if r := get(counterPair("5"), counterPair("5"), counterPair("")); !r.Decided() || string(r.reply.Str) != "5" {
@@ -159,8 +160,8 @@ func TestCounterGetIsNotALockRead(t *testing.T) {
 		t.Fatal("GET of a counter no quorum holds was answered before its write-back")
 	}
 	waitSent(t, fps, 5)
-	answerOp(fps, 4, batching.Reply{Type: batching.Integer, Int: 1})
-	if !r.Decided() || r.reply.Type != batching.Bulk || string(r.reply.Str) != "6" {
+	answerOp(fps, 4, resp.Reply{Type: resp.Integer, Int: 1})
+	if !r.Decided() || r.reply.Type != resp.Bulk || string(r.reply.Str) != "6" {
 		t.Fatalf("GET after the write-back: %v", r.reply)
 	}
 }

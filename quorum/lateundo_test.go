@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // modelMaster plays one master over a fakePipe: it runs the submitted ops
@@ -32,10 +33,10 @@ func (m *modelMaster) step(tok string) bool {
 		}
 		return true // fire and forget
 	}
-	rep := batching.ReplyNil
+	rep := resp.ReplyNil
 	if m.val == "" || (m.reobt && m.val == tok) {
 		m.val = tok
-		rep = batching.ReplyOK
+		rep = resp.ReplyOK
 	}
 	op.C.Complete(m.i, rep, nil)
 	return true
@@ -72,10 +73,10 @@ func TestLateUndoSparesASplitRetrysGrant(t *testing.T) {
 			ms[2].val = "tokB" // another proxy's attempt, in a split vote
 			w := NewWaiter()
 			r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, Key: "k",
-				cmd:       batching.AppendCommand(nil, []byte("OBTAIN"), []byte("k"), []byte(tok)),
+				cmd:       resp.AppendCommand(nil, []byte("OBTAIN"), []byte("k"), []byte(tok)),
 				undoKeys:  [][]byte{[]byte("k")},
 				undoToken: []byte(tok), undoOp: UndoDelIfValue, token: []byte(tok),
-				TTL: 10 * time.Second, noReply: batching.ReplyNil, t0: batching.Now()}
+				TTL: 10 * time.Second, noReply: resp.ReplyNil, t0: batching.Now()}
 			if tc.reobt {
 				r.noIsNoop = true
 			} else {
@@ -134,6 +135,19 @@ func TestLateUndoSparesASplitRetrysGrant(t *testing.T) {
 	}
 }
 
+// commandArgs splits an encoded command into its arguments.
+func commandArgs(cmd []byte) []string {
+	r, _, err := resp.Parse(cmd)
+	if err != nil || r.Type != resp.Array {
+		panic("not a command: " + string(cmd))
+	}
+	args := make([]string, len(r.Elems))
+	for i, e := range r.Elems {
+		args[i] = string(e.Str)
+	}
+	return args
+}
+
 // modelStep2 runs master m's next op against a store that understands
 // SET NX, a release ("REL", compare-and-delete, :1/:0) and the undo.
 func (m *modelMaster) step2() bool {
@@ -143,22 +157,22 @@ func (m *modelMaster) step2() bool {
 	}
 	op := ops[m.ran]
 	m.ran++
-	args := decodeCommand(op.Cmd)
+	args := commandArgs(op.Cmd)
 	switch {
 	case bytes.Contains(op.Cmd, []byte(undoScript.SHA1)):
 		if m.val == args[len(args)-1] {
 			m.val = ""
 		}
 	case args[0] == "REL":
-		rep := batching.Reply{Type: batching.Integer}
+		rep := resp.Reply{Type: resp.Integer}
 		if m.val == args[2] {
 			m.val, rep.Int = "", 1
 		}
 		op.C.Complete(m.i, rep, nil)
 	case args[0] == "SET":
-		rep := batching.ReplyNil
+		rep := resp.ReplyNil
 		if m.val == "" {
-			m.val, rep = args[2], batching.ReplyOK
+			m.val, rep = args[2], resp.ReplyOK
 		}
 		op.C.Complete(m.i, rep, nil)
 	}
@@ -195,7 +209,7 @@ func TestLateUndoSparesALaterGrantOfTheSameToken(t *testing.T) {
 		}
 	}
 	settle(p1, w)
-	if p1.reply.Type != batching.Nil {
+	if p1.reply.Type != resp.Nil {
 		t.Fatalf("P1: %v %v", p1.reply, p1.err)
 	}
 	ms[1].val, ms[2].val, ms[3].val = "", "", "" // B released
@@ -212,8 +226,8 @@ func TestLateUndoSparesALaterGrantOfTheSameToken(t *testing.T) {
 	// R: the client releases.
 	w = NewWaiter()
 	rel := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: "k",
-		cmd:     batching.AppendCommand(nil, []byte("REL"), []byte("k"), []byte(tok)),
-		noReply: batching.Reply{Type: batching.Integer}, t0: batching.Now()}
+		cmd:     resp.AppendCommand(nil, []byte("REL"), []byte("k"), []byte(tok)),
+		noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
 	e.Submit(w, rel)
 	for i := 0; i < 4; i++ {
 		for ms[i].step2() {
@@ -261,9 +275,9 @@ func TestUnsentIsNotUnconfirmed(t *testing.T) {
 	e.pipes[4] = pipeFunc(func(batching.Op) error { return &batching.MasterError{Addr: "m4:1", Err: errPlainDown} })
 	r, _ := setNX(e, "k", "tok")
 	for i := 0; i < 4; i++ {
-		answer(fps, i, batching.ReplyNil, nil)
+		answer(fps, i, resp.ReplyNil, nil)
 	}
-	if !r.Decided() || r.reply.Type != batching.Nil {
+	if !r.Decided() || r.reply.Type != resp.Nil {
 		t.Fatalf("got %v %v", r.reply, r.err)
 	}
 	if _, _, unconfirmed := e.UndoStats(); unconfirmed != 0 {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // TestRequestLayout: the vote's hot fields share the first 64-byte line and
@@ -18,7 +18,7 @@ func TestRequestLayout(t *testing.T) {
 	if off := unsafe.Offsetof(r.replies); off != 64 {
 		t.Errorf("replies start at byte %d, want 64", off)
 	}
-	if sz := unsafe.Sizeof(batching.Reply{}); sz != 64 {
+	if sz := unsafe.Sizeof(resp.Reply{}); sz != 64 {
 		t.Errorf("a Reply is %d bytes, want 64 (one cache line)", sz)
 	}
 }

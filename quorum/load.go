@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // Scripts that are not loaded on every master connection (understood ones,
@@ -73,6 +74,6 @@ func (e *Engine) loadFirst(i int, r *Request) {
 }
 
 // noScript is a NOSCRIPT reply.
-func noScript(rep *batching.Reply) bool {
-	return rep.Type == batching.Error && bytes.HasPrefix(rep.Str, []byte("NOSCRIPT"))
+func noScript(rep *resp.Reply) bool {
+	return rep.Type == resp.Error && bytes.HasPrefix(rep.Str, []byte("NOSCRIPT"))
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -280,7 +279,7 @@ func (w *watch) newClient() (rueidis.Client, error) {
 		ConnWriteTimeout:  checkTimeout,
 		BlockingPoolSize:  1,
 	}
-	opt.Username, opt.Password = authOf(cfg.Auth)
+	opt.Username, opt.Password = cfg.MasterUsername, cfg.MasterPassword
 	if cfg.Dial != nil {
 		dial := cfg.Dial
 		opt.DialCtxFn = func(ctx context.Context, addr string, _ *net.Dialer, _ *tls.Config) (net.Conn, error) {
@@ -315,58 +314,6 @@ func parseMarkerReply(res []rueidis.RedisMessage) (r markerReply, err error) {
 	}
 	r.repair, err = res[5].ToString()
 	return
-}
-
-// authOf finds the user and password of an AUTH command among the
-// pipelines' Init commands (RESP-encoded), for the monitor's own client.
-func authOf(cmds [][]byte) (user, pass string) {
-	for _, c := range cmds {
-		args := decodeCommand(c)
-		if len(args) < 2 || !strings.EqualFold(args[0], "AUTH") {
-			continue
-		}
-		if len(args) == 3 {
-			return args[1], args[2]
-		}
-		return "", args[1]
-	}
-	return "", ""
-}
-
-// decodeCommand splits a RESP array of bulk strings; nil if malformed.
-func decodeCommand(c []byte) []string {
-	readLine := func() (string, bool) {
-		for i := 0; i+1 < len(c); i++ {
-			if c[i] == '\r' && c[i+1] == '\n' {
-				l := string(c[:i])
-				c = c[i+2:]
-				return l, true
-			}
-		}
-		return "", false
-	}
-	h, ok := readLine()
-	if !ok || len(h) < 2 || h[0] != '*' {
-		return nil
-	}
-	n, err := strconv.Atoi(h[1:])
-	if err != nil || n < 0 || n > 16 {
-		return nil
-	}
-	var args []string
-	for j := 0; j < n; j++ {
-		h, ok := readLine()
-		if !ok || len(h) < 2 || h[0] != '$' {
-			return nil
-		}
-		l, err := strconv.Atoi(h[1:])
-		if err != nil || l < 0 || l+2 > len(c) {
-			return nil
-		}
-		args = append(args, string(c[:l]))
-		c = c[l+2:]
-	}
-	return args
 }
 
 func absDuration(d time.Duration) time.Duration {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/internal/redisproc"
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -99,7 +98,7 @@ func TestUncheckableMasterDoesNotVote(t *testing.T) {
 	}
 	e := startEngine(t, masters, func(c *quorum.Config) {
 		c.MaxTTL = time.Second
-		c.Auth = [][]byte{batching.AppendCommand(nil, []byte("AUTH"), []byte("lp"), []byte("pw"))}
+		c.MasterUsername, c.MasterPassword = "lp", "pw"
 	})
 	poll(t, "pipelines up", func() bool {
 		for _, m := range e.Masters() {

@@ -8,12 +8,13 @@ import (
 
 	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // outcome is a decided request's reply and error.
 type outcome struct {
-	Reply batching.Reply
+	Reply resp.Reply
 	Err   error
 }
 

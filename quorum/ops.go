@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // The lock operations. The proxy parses a client's command and calls one
@@ -49,7 +50,7 @@ type ScriptOp struct {
 	// usable one; NoPTTLAt says where a no reply carries the holder's PTTL
 	// (-1 nowhere, 0 the reply, i the array's i-th element): the client
 	// then gets the no reply with the longest.
-	No       batching.Reply
+	No       resp.Reply
 	NoPTTLAt int
 	Combine  Combine
 	// NoIsNoop: a reply that is neither a yes nor an error proves the
@@ -86,7 +87,7 @@ func (e *Engine) Acquire(key, token []byte, ttl time.Duration, t0 int64) *Reques
 	r.nkeys, r.cmd = 1, cmd
 	r.undoKeys, r.undoToken, r.undoOp, r.token = r.OneUndoKey(k), tok, UndoDelIfValue, tok
 	r.exclusive, r.nilIsNoop = true, true
-	r.TTL, r.noReply, r.t0 = ttl, batching.ReplyNil, t0
+	r.TTL, r.noReply, r.t0 = ttl, resp.ReplyNil, t0
 	return r
 }
 
@@ -94,13 +95,13 @@ func (e *Engine) Acquire(key, token []byte, ttl time.Duration, t0 int64) *Reques
 // it with the key and the token as slices of it (no copies).
 func appendSetNX(dst, key, token []byte, ms int64) (cmd, k, tok []byte) {
 	dst = append(dst, "*6\r\n$3\r\nSET\r\n"...)
-	dst = batching.AppendBulk(dst, key)
+	dst = resp.AppendBulk(dst, key)
 	ko := len(dst) - len(key) - 2
-	dst = batching.AppendBulk(dst, token)
+	dst = resp.AppendBulk(dst, token)
 	to := len(dst) - len(token) - 2
 	dst = append(dst, "$2\r\nNX\r\n$2\r\nPX\r\n"...)
 	var digits [20]byte
-	dst = batching.AppendBulk(dst, strconv.AppendInt(digits[:0], ms, 10))
+	dst = resp.AppendBulk(dst, strconv.AppendInt(digits[:0], ms, 10))
 	return dst, dst[ko : ko+len(key) : ko+len(key)], dst[to : to+len(token) : to+len(token)]
 }
 
@@ -146,7 +147,7 @@ func (e *Engine) Extend(key []byte, ttl time.Duration, t0 int64) *Request {
 	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
 	return &Request{kind: Extend, agg: AggVote, rule: &YesOne, Key: string(key), nkeys: 1,
 		cmd: AppendEvalSHA(nil, extendScript.SHA1, [][]byte{key}, [][]byte{ms}),
-		TTL: ttl, noReply: batching.Reply{Type: batching.Integer}, t0: t0}
+		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0}
 }
 
 // Script runs op with keys and argv on every master. ttl is the lock's TTL
@@ -252,7 +253,7 @@ func argIn(cmd []byte, i int) []byte {
 // passed.
 func (e *Engine) Broadcast(cmd string, channel, payload []byte, t0 int64) *Request {
 	return &Request{kind: Read, agg: AggEach, t0: t0,
-		cmd: batching.AppendCommand(nil, []byte(cmd), channel, payload)}
+		cmd: resp.AppendCommand(nil, []byte(cmd), channel, payload)}
 }
 
 // Replies is a decided Broadcast's integer reply of each master, in the
@@ -261,7 +262,7 @@ func (r *Request) Replies() []int64 {
 	out := make([]int64, r.e.n)
 	for i := range out {
 		out[i] = -1
-		if r.state[i] == replied && r.replies[i].Type == batching.Integer {
+		if r.state[i] == replied && r.replies[i].Type == resp.Integer {
 			out[i] = r.replies[i].Int
 		}
 	}
@@ -272,7 +273,7 @@ func (r *Request) Replies() []int64 {
 // for replies (lockproxy's own events, proxy/pubsub.Publisher): the command
 // joins each master's next batch; a master down misses it.
 func (e *Engine) Publish(channel string, payload []byte) {
-	cmd := batching.AppendCommand(nil, []byte("PUBLISH"), []byte(channel), payload)
+	cmd := resp.AppendCommand(nil, []byte("PUBLISH"), []byte(channel), payload)
 	for _, p := range e.pipes {
 		p.Submit(batching.Op{Cmd: cmd})
 	}

@@ -3,7 +3,7 @@ package quorum
 import (
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // Outcome is how a decided operation ended, for the client's reply and for
@@ -44,7 +44,7 @@ func (r *Request) Outcome() Outcome {
 	switch {
 	case r.err != nil && asNoQuorum(r.err, &nq):
 		return NoQuorum
-	case r.err != nil || r.reply.Type == batching.Error:
+	case r.err != nil || r.reply.Type == resp.Error:
 		return Failed
 	case r.agg != AggVote:
 		return Done
@@ -71,7 +71,7 @@ func asNoQuorum(err error, nq **NoQuorumError) bool {
 // Result is r's reply for the client (the script's or command's own), or
 // the error it gets instead (a *NoQuorumError, whose text the proxy
 // writes). r must be decided.
-func (r *Request) Result() (batching.Reply, error) { return r.reply, r.err }
+func (r *Request) Result() (resp.Reply, error) { return r.reply, r.err }
 
 // Kind is what r does to its lock.
 func (r *Request) Kind() Kind { return r.kind }
@@ -86,7 +86,7 @@ func (r *Request) Took() time.Duration { return time.Duration(r.decidedAt - r.t0
 // Decided returns a request already decided with outcome o, reply and err,
 // taking took from parse to decision: for tests of code that renders or
 // counts outcomes (the proxy's replies and metrics).
-func Decided(kind Kind, o Outcome, reply batching.Reply, err error, took time.Duration) *Request {
+func Decided(kind Kind, o Outcome, reply resp.Reply, err error, took time.Duration) *Request {
 	r := &Request{kind: kind, agg: AggVote, reply: reply, err: err, t0: 1, decidedAt: 1 + int64(took)}
 	r.won = o == Granted || o == Done
 	r.done.Store(true)

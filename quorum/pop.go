@@ -1,6 +1,6 @@
 package quorum
 
-import "github.com/lockproxy/lockproxy/batching"
+import "github.com/lockproxy/lockproxy/internal/resp"
 
 // Pops from signal lists, for BLPOP and BRPOP. A signal list (the one
 // python-redis-lock's release fills) is written by a lock script that runs
@@ -33,11 +33,11 @@ func (r *Request) decidePop(q, outstanding int32, force bool) bool {
 			continue
 		}
 		rep := &r.replies[i]
-		if rep.Type == batching.Error {
+		if rep.Type == resp.Error {
 			errs++
 			continue
 		}
-		if rep.Type != batching.Array || len(rep.Elems) != 2 {
+		if rep.Type != resp.Array || len(rep.Elems) != 2 {
 			continue
 		}
 		n := 0
@@ -62,13 +62,13 @@ func (r *Request) decidePop(q, outstanding int32, force bool) bool {
 		r.err = r.noQuorum()
 	case int32(errs) >= q:
 		for i := 0; i < r.e.n; i++ {
-			if r.state[i] == replied && r.replies[i].Type == batching.Error {
+			if r.state[i] == replied && r.replies[i].Type == resp.Error {
 				r.reply = r.replies[i]
 				break
 			}
 		}
 	default:
-		r.reply = batching.ReplyNil
+		r.reply = resp.ReplyNil
 	}
 	return true
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/redis/rueidis"
 )
 
@@ -177,9 +178,9 @@ func (w *watch) restoreOne(key []byte) (bool, error) {
 	switch {
 	case err != nil:
 		return false, err
-	case rep.Type == batching.Nil:
+	case rep.Type == resp.Nil:
 		return false, nil // no counter voter holds it: nothing to restore
-	case rep.Type != batching.Integer:
+	case rep.Type != resp.Integer:
 		return false, nil // no longer a counter (deleted, then reused as a lock)
 	}
 	res := make(chan result, 1)
@@ -191,9 +192,9 @@ func (w *watch) restoreOne(key []byte) (bool, error) {
 		switch {
 		case got.err != nil:
 			return false, got.err
-		case got.rep.Type == batching.Error && unavailable(got.rep):
+		case got.rep.Type == resp.Error && unavailable(got.rep):
 			return false, fmt.Errorf("master answered %s", got.rep.Str)
-		case got.rep.Type == batching.Error:
+		case got.rep.Type == resp.Error:
 			return false, nil // not a counter on that master (a lock taken since): left alone
 		case !got.rep.IsInt(1):
 			return false, fmt.Errorf("unexpected reply %v", got.rep)
@@ -207,11 +208,11 @@ func (w *watch) restoreOne(key []byte) (bool, error) {
 }
 
 type result struct {
-	rep batching.Reply
+	rep resp.Reply
 	err error
 }
 
 // resultChan is a batching.Completer that hands the reply to a channel.
 type resultChan chan result
 
-func (c resultChan) Complete(_ int, rep batching.Reply, err error) { c <- result{rep, err} }
+func (c resultChan) Complete(_ int, rep resp.Reply, err error) { c <- result{rep, err} }

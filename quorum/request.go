@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // Agg says how the masters' replies to a request combine into one.
@@ -60,7 +61,7 @@ type Request struct {
 	retried    bool     // this is the retry of a split vote: no further retry
 	retryGo    bool     // the retry was handed to its timer
 	_          [18]byte // replies start at byte 64
-	replies    [MaxMasters]batching.Reply
+	replies    [MaxMasters]resp.Reply
 	undoCmd    []byte // built on first use
 	errs       [MaxMasters]error
 
@@ -98,13 +99,13 @@ type Request struct {
 	// nilIsNoop marks commands whose nil reply proves the master changed
 	// nothing (SET NX): no undo is sent to masters that answered nil.
 	nilIsNoop bool
-	TTL       time.Duration  // validity accounting for Acquire/Extend; 0: none
-	noReply   batching.Reply // the reply when the vote is lost and no master said otherwise
-	pttlAt    int            // where no replies carry the holder's PTTL: 0 nowhere, 1 the reply, i+1 the array's i-th element
-	t0        int64          // batching.Now() when the command was parsed
+	TTL       time.Duration // validity accounting for Acquire/Extend; 0: none
+	noReply   resp.Reply    // the reply when the vote is lost and no master said otherwise
+	pttlAt    int           // where no replies carry the holder's PTTL: 0 nowhere, 1 the reply, i+1 the array's i-th element
+	t0        int64         // batching.Now() when the command was parsed
 
 	// Outcome, valid once decided (Outcome, Result).
-	reply     batching.Reply
+	reply     resp.Reply
 	err       error         // *NoQuorumError or another error for the client
 	validity  time.Duration // Acquire/Extend: remaining validity at decision
 	decidedAt int64         // batching.Now() when the outcome was published
@@ -229,12 +230,12 @@ var onRecycle func(*Request)
 
 // Complete implements batching.Completer: one master's reply or failure.
 // Each op dispatch sends holds a reference to r, which this drops.
-func (r *Request) Complete(master int, rep batching.Reply, err error) {
+func (r *Request) Complete(master int, rep resp.Reply, err error) {
 	r.complete(master, rep, err)
 	r.unref()
 }
 
-func (r *Request) complete(master int, rep batching.Reply, err error) {
+func (r *Request) complete(master int, rep resp.Reply, err error) {
 	r.mu.Lock()
 	switch r.state[master] {
 	case pending:
@@ -312,7 +313,7 @@ func (r *Request) miss(master int, err error) {
 // late takes the reply of a master that missed the deadline: no vote any
 // more, but it says whether the master applied the command, which the undo
 // of a failed acquisition waits for. r.mu is held.
-func (r *Request) late(master int, rep batching.Reply, err error) {
+func (r *Request) late(master int, rep resp.Reply, err error) {
 	switch {
 	case err != nil && (errors.Is(err, batching.ErrExpired) || errors.Is(err, batching.ErrQueueFull)):
 		r.state[master] = notApplied
@@ -345,8 +346,8 @@ func (e *notSentError) Unwrap() error { return e.err }
 
 // unavailable reports error replies that say the master cannot serve now;
 // they count as no answer, not as a vote.
-func unavailable(rep batching.Reply) bool {
-	if rep.Type != batching.Error {
+func unavailable(rep resp.Reply) bool {
+	if rep.Type != resp.Error {
 		return false
 	}
 	for _, p := range [...]string{"LOADING", "BUSY", "MASTERDOWN", "READONLY", "NOSCRIPT", "OOM", "MISCONF", "NOAUTH", "NOPERM"} {
@@ -532,7 +533,7 @@ func (r *Request) success() {
 		}
 	}
 	if r.combine == CombineQthTTL {
-		r.reply = batching.Reply{Type: batching.Integer, Int: r.qthTTL(func(rep batching.Reply) (int64, bool) {
+		r.reply = resp.Reply{Type: resp.Integer, Int: r.qthTTL(func(rep resp.Reply) (int64, bool) {
 			return rep.Int, r.rule.IsYes(&rep, r.nkeys)
 		})}
 	}
@@ -668,9 +669,9 @@ func (r *Request) applied(i int) bool {
 	switch {
 	case r.yesFrom[i]:
 		return true
-	case rep.Type == batching.Error:
+	case rep.Type == resp.Error:
 		return false
-	case r.nilIsNoop && rep.Type == batching.Nil:
+	case r.nilIsNoop && rep.Type == resp.Nil:
 		return false
 	case r.noIsNoop:
 		return false

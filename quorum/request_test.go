@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 func TestSize(t *testing.T) {
@@ -81,7 +82,7 @@ func fakeEngine(n int) *Engine {
 func acquireReq(e *Engine) (*Request, *Waiter) {
 	w := NewWaiter()
 	r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, TTL: 10 * time.Second,
-		noReply: batching.ReplyNil, nilIsNoop: true, t0: batching.Now()}
+		noReply: resp.ReplyNil, nilIsNoop: true, t0: batching.Now()}
 	r.e, r.w = e, w
 	w.pending.Add(1)
 	return r, w
@@ -99,7 +100,7 @@ func TestVoteEarlyDecision(t *testing.T) {
 			if r.Decided() {
 				t.Fatalf("n=%d: decided after %d yes, quorum %d", n, i, q)
 			}
-			r.Complete(i, batching.ReplyOK, nil)
+			r.Complete(i, resp.ReplyOK, nil)
 		}
 		if !r.Decided() || r.err != nil || !r.reply.IsOK() || r.validity <= 0 {
 			t.Fatalf("n=%d: after %d yes: decided=%v err=%v reply=%v validity=%v", n, q, r.Decided(), r.err, r.reply, r.validity)
@@ -109,10 +110,10 @@ func TestVoteEarlyDecision(t *testing.T) {
 		r, _ = acquireReq(e)
 		no := n - q + 1
 		for i := 0; i < no; i++ {
-			r.Complete(i, batching.ReplyNil, nil)
+			r.Complete(i, resp.ReplyNil, nil)
 		}
 		if no >= q {
-			if !r.Decided() || r.err != nil || r.reply.Type != batching.Nil {
+			if !r.Decided() || r.err != nil || r.reply.Type != resp.Nil {
 				t.Fatalf("n=%d: after %d nil: decided=%v err=%v reply=%v", n, no, r.Decided(), r.err, r.reply)
 			}
 		} else if r.Decided() {
@@ -126,14 +127,14 @@ func TestVoteEarlyDecision(t *testing.T) {
 func TestVoteNoQuorum(t *testing.T) {
 	e := fakeEngine(5)
 	r, _ := acquireReq(e)
-	r.Complete(0, batching.ReplyOK, nil)
-	r.Complete(1, batching.ReplyOK, nil)
-	r.Complete(2, batching.Reply{}, down)
-	r.Complete(3, batching.Reply{}, down)
+	r.Complete(0, resp.ReplyOK, nil)
+	r.Complete(1, resp.ReplyOK, nil)
+	r.Complete(2, resp.Reply{}, down)
+	r.Complete(3, resp.Reply{}, down)
 	if r.Decided() {
 		t.Fatal("2 yes + 1 outstanding can still make 3: must wait")
 	}
-	r.Complete(4, batching.Reply{}, down)
+	r.Complete(4, resp.Reply{}, down)
 	if !r.Decided() {
 		t.Fatal("every master accounted for: must decide")
 	}
@@ -149,9 +150,9 @@ func TestVoteNoQuorum(t *testing.T) {
 func TestVoteWaitsWhileQuorumStillPossible(t *testing.T) {
 	e := fakeEngine(5)
 	r, _ := acquireReq(e)
-	r.Complete(0, batching.ReplyOK, nil)
-	r.Complete(1, batching.Reply{}, down)
-	r.Complete(2, batching.ReplyOK, nil)
+	r.Complete(0, resp.ReplyOK, nil)
+	r.Complete(1, resp.Reply{}, down)
+	r.Complete(2, resp.ReplyOK, nil)
 	if r.Decided() {
 		t.Fatal("decided with 2 yes and 2 outstanding")
 	}
@@ -166,9 +167,9 @@ func TestValidityExpiredFails(t *testing.T) {
 	r, _ := acquireReq(e)
 	r.TTL = 5 * time.Millisecond
 	r.t0 = batching.Now() - int64(10*time.Millisecond) // parsed 10ms ago
-	r.Complete(0, batching.ReplyOK, nil)
-	r.Complete(1, batching.ReplyOK, nil)
-	if !r.Decided() || r.reply.Type != batching.Nil || r.err != nil {
+	r.Complete(0, resp.ReplyOK, nil)
+	r.Complete(1, resp.ReplyOK, nil)
+	if !r.Decided() || r.reply.Type != resp.Nil || r.err != nil {
 		t.Fatalf("quorum yes after validity ran out must be 'not acquired': reply=%v err=%v", r.reply, r.err)
 	}
 }
@@ -176,11 +177,11 @@ func TestValidityExpiredFails(t *testing.T) {
 func TestMostCommonNoReply(t *testing.T) {
 	e := fakeEngine(5)
 	w := NewWaiter()
-	r := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, noReply: batching.Reply{Type: batching.Integer}}
+	r := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, noReply: resp.Reply{Type: resp.Integer}}
 	r.e, r.w = e, w
 	w.pending.Add(1)
-	minus1 := batching.Reply{Type: batching.Integer, Int: -1}
-	zero := batching.Reply{Type: batching.Integer, Int: 0}
+	minus1 := resp.Reply{Type: resp.Integer, Int: -1}
+	zero := resp.Reply{Type: resp.Integer, Int: 0}
 	r.Complete(0, minus1, nil)
 	r.Complete(1, zero, nil)
 	r.Complete(2, minus1, nil)
@@ -195,8 +196,8 @@ func TestQthTTL(t *testing.T) {
 	r := &Request{kind: Read, agg: AggValueTTL, nkeys: 1}
 	r.e, r.w = e, w
 	w.pending.Add(1)
-	pair := func(v string, ttl int64) batching.Reply {
-		return batching.Reply{Type: batching.Array, Elems: []batching.Reply{{Type: batching.Bulk, Str: []byte(v)}, {Type: batching.Integer, Int: ttl}}}
+	pair := func(v string, ttl int64) resp.Reply {
+		return resp.Reply{Type: resp.Array, Elems: []resp.Reply{{Type: resp.Bulk, Str: []byte(v)}, {Type: resp.Integer, Int: ttl}}}
 	}
 	r.Complete(0, pair("tok", 9000), nil)
 	r.Complete(1, pair("other", 9999), nil)
@@ -220,8 +221,8 @@ func TestKeysOutcome(t *testing.T) {
 	r := &Request{kind: Read, agg: AggKeys, nkeys: 2}
 	r.e, r.w = e, w
 	w.pending.Add(1)
-	arr := func(a, b int64) batching.Reply {
-		return batching.Reply{Type: batching.Array, Elems: []batching.Reply{{Type: batching.Integer, Int: a}, {Type: batching.Integer, Int: b}}}
+	arr := func(a, b int64) resp.Reply {
+		return resp.Reply{Type: resp.Array, Elems: []resp.Reply{{Type: resp.Integer, Int: a}, {Type: resp.Integer, Int: b}}}
 	}
 	r.Complete(0, arr(1, 0), nil)
 	r.Complete(1, arr(1, 1), nil)
@@ -234,7 +235,7 @@ func TestKeysOutcome(t *testing.T) {
 func TestUnavailableErrorsAreNotVotes(t *testing.T) {
 	e := fakeEngine(3)
 	r, _ := acquireReq(e)
-	loading := batching.Reply{Type: batching.Error, Str: []byte("LOADING Redis is loading the dataset in memory")}
+	loading := resp.Reply{Type: resp.Error, Str: []byte("LOADING Redis is loading the dataset in memory")}
 	r.Complete(0, loading, nil)
 	r.Complete(1, loading, nil)
 	if !r.Decided() {

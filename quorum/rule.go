@@ -3,7 +3,7 @@ package quorum
 import (
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // Kind is what an operation does to a lock; it decides validity accounting
@@ -56,7 +56,7 @@ func (k Kind) String() string {
 // first element. It is a plain description, so that a reply is classified
 // without running anything.
 type VoteRule struct {
-	Type byte // batching.Status, Bulk, Integer, Nil or Array
+	Type byte // resp.Status, Bulk, Integer, Nil or Array
 	// NotNil, instead of Type: any reply but nil and errors.
 	NotNil bool
 	// Str is the exact text of a Status or Bulk yes; AnyStr accepts any.
@@ -88,38 +88,38 @@ const (
 // The rules of lockproxy's own commands and of the catalog's scripts.
 var (
 	// YesOK: the status reply OK (SET NX, scripts returning status_reply).
-	YesOK = VoteRule{Type: batching.Status, Str: "OK"}
+	YesOK = VoteRule{Type: resp.Status, Str: "OK"}
 	// YesOne: the integer 1 (compare-and-delete, compare-and-pexpire; Lua's
 	// true arrives as 1 too).
-	YesOne = VoteRule{Type: batching.Integer, Cmp: IntEq, Int: 1}
+	YesOne = VoteRule{Type: resp.Integer, Cmp: IntEq, Int: 1}
 	// YesPositive: any integer > 0.
-	YesPositive = VoteRule{Type: batching.Integer, Cmp: IntPositive}
+	YesPositive = VoteRule{Type: resp.Integer, Cmp: IntPositive}
 	// YesNumKeys: the integer equal to the number of keys of the command
 	// (multi-key scripts that return how many keys they set or removed).
-	YesNumKeys = VoteRule{Type: batching.Integer, Cmp: IntEqNumKeys}
+	YesNumKeys = VoteRule{Type: resp.Integer, Cmp: IntEqNumKeys}
 	// YesNonNegative: any integer >= 0 (compare-and-PTTL reads, where
 	// negative values mean "not ours" or "missing").
-	YesNonNegative = VoteRule{Type: batching.Integer, Cmp: IntNonNegative}
+	YesNonNegative = VoteRule{Type: resp.Integer, Cmp: IntNonNegative}
 	// YesNotNil: any reply but nil and errors.
 	YesNotNil = VoteRule{NotNil: true}
 	// YesZero: the integer 0 (python-redis-lock's unlock returns 0 when it
 	// removed the caller's lock and 1 when the lock was not the caller's).
-	YesZero = VoteRule{Type: batching.Integer, Cmp: IntEq, Int: 0}
+	YesZero = VoteRule{Type: resp.Integer, Cmp: IntEq, Int: 0}
 )
 
 // IsYes applies the rule to one master's reply; nkeys is the number of keys
 // the command named.
-func (v *VoteRule) IsYes(r *batching.Reply, nkeys int) bool {
+func (v *VoteRule) IsYes(r *resp.Reply, nkeys int) bool {
 	if v.NotNil {
-		return r.Type != batching.Nil && r.Type != batching.Error
+		return r.Type != resp.Nil && r.Type != resp.Error
 	}
-	if r.Type != v.Type && !(v.OrBulk && r.Type == batching.Bulk) {
+	if r.Type != v.Type && !(v.OrBulk && r.Type == resp.Bulk) {
 		return false
 	}
 	switch v.Type {
-	case batching.Status, batching.Bulk:
+	case resp.Status, resp.Bulk:
 		return v.AnyStr || string(r.Str) == v.Str
-	case batching.Integer:
+	case resp.Integer:
 		switch v.Cmp {
 		case IntEq:
 			return r.Int == v.Int
@@ -133,16 +133,16 @@ func (v *VoteRule) IsYes(r *batching.Reply, nkeys int) bool {
 			return true
 		}
 		return false
-	case batching.Array:
+	case resp.Array:
 		return len(r.Elems) > 0 && v.First != nil && v.First.IsYes(&r.Elems[0], nkeys)
 	}
-	return v.Type == batching.Nil
+	return v.Type == resp.Nil
 }
 
 // LooksLikeYes reports whether a reply the rule does not accept could still
 // read as its yes to a client: the same text as a status or a bulk, the
 // same integer, or an array whose first element looks like it.
-func (v *VoteRule) LooksLikeYes(r *batching.Reply) bool {
+func (v *VoteRule) LooksLikeYes(r *resp.Reply) bool {
 	if v.IsYes(r, -1) {
 		return true
 	}
@@ -150,9 +150,9 @@ func (v *VoteRule) LooksLikeYes(r *batching.Reply) bool {
 	case v.NotNil:
 		return false
 	case v.First != nil:
-		return r.Type == batching.Array && len(r.Elems) > 0 && v.First.LooksLikeYes(&r.Elems[0])
-	case v.Type == batching.Status || v.Type == batching.Bulk:
-		return (r.Type == batching.Status || r.Type == batching.Bulk) && (v.AnyStr || string(r.Str) == v.Str)
+		return r.Type == resp.Array && len(r.Elems) > 0 && v.First.LooksLikeYes(&r.Elems[0])
+	case v.Type == resp.Status || v.Type == resp.Bulk:
+		return (r.Type == resp.Status || r.Type == resp.Bulk) && (v.AnyStr || string(r.Str) == v.Str)
 	}
 	return false
 }

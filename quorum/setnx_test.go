@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // TestAppendSetNX: the hand-encoded SET NX PX is byte for byte what
@@ -24,7 +24,7 @@ func TestAppendSetNX(t *testing.T) {
 	} {
 		prefix := []byte("already there")
 		got, k, tok := appendSetNX(prefix, []byte(c.key), []byte(c.token), c.ms)
-		want := batching.AppendCommand([]byte("already there"), []byte("SET"), []byte(c.key), []byte(c.token), []byte("NX"), []byte("PX"),
+		want := resp.AppendCommand([]byte("already there"), []byte("SET"), []byte(c.key), []byte(c.token), []byte("NX"), []byte("PX"),
 			[]byte(strconv.FormatInt(c.ms, 10)))
 		if !bytes.Equal(got, want) {
 			t.Errorf("%q %q %d:\n got %q\nwant %q", c.key, c.token, c.ms, got, want)

@@ -5,13 +5,13 @@ import (
 	"sort"
 	"time"
 
-	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // How the masters' replies combine into the client's reply, per Agg. All
 // run with r.mu held.
 
-func (r *Request) mostCommonNo() batching.Reply {
+func (r *Request) mostCommonNo() resp.Reply {
 	if r.pttlAt > 0 {
 		return r.longestPTTLNo()
 	}
@@ -21,14 +21,14 @@ func (r *Request) mostCommonNo() batching.Reply {
 		if r.state[i] != replied || r.yesFrom[i] {
 			continue
 		}
-		if r.replies[i].Type == batching.Nil {
+		if r.replies[i].Type == resp.Nil {
 			nils++
 		} else {
 			others++
 		}
 	}
 	if others == 0 && nils > 0 {
-		return batching.ReplyNil
+		return resp.ReplyNil
 	}
 	best, bestN := r.noReply, 0
 	for i := 0; i < r.e.n; i++ {
@@ -49,8 +49,8 @@ func (r *Request) mostCommonNo() batching.Reply {
 }
 
 // majorityValue finds the value most masters hold (non-nil) and how many.
-func (r *Request) majorityValue() (batching.Reply, int) {
-	var best batching.Reply
+func (r *Request) majorityValue() (resp.Reply, int) {
+	var best resp.Reply
 	bestN := 0
 	for i := 0; i < r.e.n; i++ {
 		v, ok := r.valueOf(i)
@@ -72,32 +72,32 @@ func (r *Request) majorityValue() (batching.Reply, int) {
 
 // valueOf is master i's value: the bulk reply of GET, or the first element
 // of a [value, pttl] pair.
-func (r *Request) valueOf(i int) (batching.Reply, bool) {
+func (r *Request) valueOf(i int) (resp.Reply, bool) {
 	if r.state[i] != replied {
-		return batching.Reply{}, false
+		return resp.Reply{}, false
 	}
 	v := r.replies[i]
 	if r.agg == AggValueTTL || r.agg == AggValue {
-		if v.Type != batching.Array || len(v.Elems) != 2 {
-			return batching.Reply{}, false
+		if v.Type != resp.Array || len(v.Elems) != 2 {
+			return resp.Reply{}, false
 		}
 		v = v.Elems[0]
 	}
-	return v, v.Type == batching.Bulk
+	return v, v.Type == resp.Bulk
 }
 
-func (r *Request) readSuccess(v batching.Reply) {
+func (r *Request) readSuccess(v resp.Reply) {
 	if r.agg == AggValue {
 		r.reply = v
 		return
 	}
-	ttl := r.qthTTL(func(rep batching.Reply) (int64, bool) {
-		if rep.Type != batching.Array || len(rep.Elems) != 2 || !rep.Elems[0].Equal(v) || rep.Elems[1].Type != batching.Integer {
+	ttl := r.qthTTL(func(rep resp.Reply) (int64, bool) {
+		if rep.Type != resp.Array || len(rep.Elems) != 2 || !rep.Elems[0].Equal(v) || rep.Elems[1].Type != resp.Integer {
 			return 0, false
 		}
 		return rep.Elems[1].Int, true
 	})
-	r.reply = batching.Reply{Type: batching.Integer, Int: ttl}
+	r.reply = resp.Reply{Type: resp.Integer, Int: ttl}
 }
 
 func (r *Request) readFailure() {
@@ -106,16 +106,16 @@ func (r *Request) readFailure() {
 		return
 	}
 	if r.agg == AggValue {
-		r.reply = batching.ReplyNil
+		r.reply = resp.ReplyNil
 	} else {
-		r.reply = batching.Reply{Type: batching.Integer, Int: -2}
+		r.reply = resp.Reply{Type: resp.Integer, Int: -2}
 	}
 }
 
 // qthTTL is the Q-th largest TTL (ms) among the replies get accepts, minus
 // the drift of that TTL, floored at 0; -1 (no expiry) when the Q-th value
 // is -1.
-func (r *Request) qthTTL(get func(batching.Reply) (int64, bool)) int64 {
+func (r *Request) qthTTL(get func(resp.Reply) (int64, bool)) int64 {
 	var ttls [MaxMasters]int64
 	k := 0
 	for i := 0; i < r.e.n; i++ {
@@ -154,7 +154,7 @@ func (r *Request) keysOutcome() {
 		c := 0
 		for i := 0; i < r.e.n; i++ {
 			rep := r.replies[i]
-			if r.state[i] == replied && rep.Type == batching.Array && k < len(rep.Elems) && rep.Elems[k].Type == batching.Integer && rep.Elems[k].Int > 0 {
+			if r.state[i] == replied && rep.Type == resp.Array && k < len(rep.Elems) && rep.Elems[k].Type == resp.Integer && rep.Elems[k].Int > 0 {
 				c++
 			}
 		}
@@ -162,13 +162,13 @@ func (r *Request) keysOutcome() {
 			count++
 		}
 	}
-	r.reply = batching.Reply{Type: batching.Integer, Int: count}
+	r.reply = resp.Reply{Type: resp.Integer, Int: count}
 }
 
 // longestPTTLNo is, among the no replies that carry the holder's PTTL (at
 // pttlAt), the one with the longest: how long the client should wait
 // before trying again. The configured no reply when none does.
-func (r *Request) longestPTTLNo() batching.Reply {
+func (r *Request) longestPTTLNo() resp.Reply {
 	best, bestTTL := r.noReply, int64(-1)
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] != replied || r.yesFrom[i] {
@@ -177,12 +177,12 @@ func (r *Request) longestPTTLNo() batching.Reply {
 		rep := r.replies[i]
 		v := rep
 		if at := r.pttlAt - 1; at > 0 {
-			if rep.Type != batching.Array || len(rep.Elems) < at {
+			if rep.Type != resp.Array || len(rep.Elems) < at {
 				continue
 			}
 			v = rep.Elems[at-1]
 		}
-		if v.Type == batching.Integer && v.Int > bestTTL {
+		if v.Type == resp.Integer && v.Int > bestTTL {
 			best, bestTTL = rep, v.Int
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // fakePipe records what the engine submits to one master; the test plays
@@ -63,17 +64,17 @@ func pipedEngine(n int, retryJitter time.Duration) (*Engine, []*fakePipe) {
 func setNX(e *Engine, key, token string) (*Request, *Waiter) {
 	w := NewWaiter()
 	r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, Key: key,
-		cmd:       batching.AppendCommand(nil, []byte("SET"), []byte(key), []byte(token), []byte("NX"), []byte("PX"), []byte("10000")),
+		cmd:       resp.AppendCommand(nil, []byte("SET"), []byte(key), []byte(token), []byte("NX"), []byte("PX"), []byte("10000")),
 		undoKeys:  [][]byte{[]byte(key)},
 		undoToken: []byte(token), undoOp: UndoDelIfValue, token: []byte(token),
 		exclusive: true, nilIsNoop: true,
-		TTL: 10 * time.Second, noReply: batching.ReplyNil, t0: batching.Now()}
+		TTL: 10 * time.Second, noReply: resp.ReplyNil, t0: batching.Now()}
 	e.Submit(w, r)
 	return r, w
 }
 
 // answer completes master i's first op of r.
-func answer(fps []*fakePipe, i int, rep batching.Reply, err error) {
+func answer(fps []*fakePipe, i int, rep resp.Reply, err error) {
 	ops := fps[i].sent()
 	ops[0].C.Complete(i, rep, err)
 }
@@ -85,28 +86,28 @@ func answer(fps []*fakePipe, i int, rep batching.Reply, err error) {
 func TestUndoSparesAKeyTheAttemptDidNotWrite(t *testing.T) {
 	for _, late := range []struct {
 		name     string
-		rep      batching.Reply
+		rep      resp.Reply
 		err      error
 		wantUndo int
 	}{
-		{"late nil: the key was already there", batching.ReplyNil, nil, 0},
-		{"late OK: the attempt wrote it", batching.ReplyOK, nil, 1},
-		{"connection lost: unknown", batching.Reply{}, errors.New("EOF"), 0},
+		{"late nil: the key was already there", resp.ReplyNil, nil, 0},
+		{"late OK: the attempt wrote it", resp.ReplyOK, nil, 1},
+		{"connection lost: unknown", resp.Reply{}, errors.New("EOF"), 0},
 	} {
 		t.Run(late.name, func(t *testing.T) {
 			e, fps := pipedEngine(5, -1)
 			// Masters 0, 1 (and slow 2) hold the key with tokA; 3 and 4
 			// do not.
 			r, _ := setNX(e, "k", "tokA")
-			answer(fps, 0, batching.ReplyNil, nil)
-			answer(fps, 1, batching.ReplyNil, nil)
-			answer(fps, 3, batching.ReplyOK, nil)
-			answer(fps, 4, batching.ReplyOK, nil)
+			answer(fps, 0, resp.ReplyNil, nil)
+			answer(fps, 1, resp.ReplyNil, nil)
+			answer(fps, 3, resp.ReplyOK, nil)
+			answer(fps, 4, resp.ReplyOK, nil)
 			if r.Decided() {
 				t.Fatal("2 yes, 2 no, 1 outstanding: a quorum is still possible")
 			}
 			r.expire()
-			if !r.Decided() || r.err != nil || r.reply.Type != batching.Nil {
+			if !r.Decided() || r.err != nil || r.reply.Type != resp.Nil {
 				t.Fatalf("want nil (not acquired), got %v %v", r.reply, r.err)
 			}
 			for i, want := range []int{0, 0, 0, 1, 1} {
@@ -135,8 +136,8 @@ func TestUndoSparesAKeyTheAttemptDidNotWrite(t *testing.T) {
 // token is left at most on master 2, fewer than a quorum, so the holder
 // hears that the release worked, not "not the owner".
 func TestReleaseUnconfirmedIsReleased(t *testing.T) {
-	one := batching.Reply{Type: batching.Integer, Int: 1}
-	zero := batching.Reply{Type: batching.Integer, Int: 0}
+	one := resp.Reply{Type: resp.Integer, Int: 1}
+	zero := resp.Reply{Type: resp.Integer, Int: 0}
 	release := func(e *Engine) *Request {
 		w := NewWaiter()
 		r := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: "k",
@@ -188,10 +189,10 @@ func TestReleaseUnconfirmedIsReleased(t *testing.T) {
 func TestSplitVoteRetried(t *testing.T) {
 	e, fps := pipedEngine(5, time.Millisecond)
 	r, w := setNX(e, "k", "tok")
-	answer(fps, 0, batching.ReplyOK, nil)
-	answer(fps, 1, batching.ReplyOK, nil)
+	answer(fps, 0, resp.ReplyOK, nil)
+	answer(fps, 1, resp.ReplyOK, nil)
 	for _, i := range []int{2, 3, 4} {
-		answer(fps, i, batching.ReplyNil, nil) // other proxies' attempts
+		answer(fps, i, resp.ReplyNil, nil) // other proxies' attempts
 	}
 	if r.Decided() {
 		t.Fatal("a split vote was published instead of retried")
@@ -219,7 +220,7 @@ func TestSplitVoteRetried(t *testing.T) {
 	}
 	for i := 0; i < 3; i++ {
 		ops := fps[i].sent()
-		ops[len(ops)-1].C.Complete(i, batching.ReplyOK, nil)
+		ops[len(ops)-1].C.Complete(i, resp.ReplyOK, nil)
 	}
 	done := make(chan struct{})
 	go func() { e.Wait(w); close(done) }()
@@ -243,9 +244,9 @@ func TestSplitVoteRetried(t *testing.T) {
 	e, fps = pipedEngine(5, time.Millisecond)
 	r, _ = setNX(e, "k2", "tok")
 	for i := 0; i < 3; i++ {
-		answer(fps, i, batching.ReplyNil, nil)
+		answer(fps, i, resp.ReplyNil, nil)
 	}
-	if !r.Decided() || r.reply.Type != batching.Nil || e.Retries() != 0 {
+	if !r.Decided() || r.reply.Type != resp.Nil || e.Retries() != 0 {
 		t.Fatalf("contended: decided %v reply %v retries %d", r.Decided(), r.reply, e.Retries())
 	}
 }
@@ -264,11 +265,11 @@ func TestEngineEnforcesDeadlines(t *testing.T) {
 	})
 	r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, Key: "k",
 		cmd: []byte("SET"), undoKeys: [][]byte{[]byte("k")}, undoToken: []byte("t"), undoOp: UndoDelIfValue, token: []byte("t"), nilIsNoop: true,
-		TTL: 10 * time.Second, noReply: batching.ReplyNil, t0: batching.Now()}
+		TTL: 10 * time.Second, noReply: resp.ReplyNil, t0: batching.Now()}
 	start := time.Now()
 	e.Submit(w, r)
-	answer(fps, 0, batching.ReplyOK, nil)
-	answer(fps, 1, batching.ReplyOK, nil)
+	answer(fps, 0, resp.ReplyOK, nil)
+	answer(fps, 1, resp.ReplyOK, nil)
 	for !r.Decided() {
 		select {
 		case <-notified:
@@ -295,18 +296,18 @@ func TestLostVoteNeverAnswersLikeYes(t *testing.T) {
 	w := NewWaiter()
 	r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, Key: "k", cmd: []byte("x"),
 		undoKeys: [][]byte{[]byte("k")}, undoToken: []byte("t"), undoOp: UndoDelIfValue, token: []byte("t"), noIsNoop: true,
-		TTL: 10 * time.Second, noReply: batching.ReplyNil, t0: batching.Now()}
+		TTL: 10 * time.Second, noReply: resp.ReplyNil, t0: batching.Now()}
 	e.Submit(w, r)
-	bulkOK := batching.Reply{Type: batching.Bulk, Str: []byte("OK")}
+	bulkOK := resp.Reply{Type: resp.Bulk, Str: []byte("OK")}
 	for i := 0; i < 3; i++ {
 		answer(fps, i, bulkOK, nil)
 	}
-	answer(fps, 3, batching.ReplyNil, nil)
-	answer(fps, 4, batching.ReplyNil, nil)
+	answer(fps, 3, resp.ReplyNil, nil)
+	answer(fps, 4, resp.ReplyNil, nil)
 	if !r.Decided() || r.err != nil {
 		t.Fatalf("decided %v err %v", r.Decided(), r.err)
 	}
-	if r.reply.Type != batching.Nil || r.Outcome() != Refused {
+	if r.reply.Type != resp.Nil || r.Outcome() != Refused {
 		t.Fatalf("lost vote answered %v (%v), want nil (refused)", r.reply, r.Outcome())
 	}
 }

@@ -59,6 +59,21 @@ func AppendCommandString(b []byte, args ...string) []byte {
 	return b
 }
 
+// AppendAuth appends the AUTH a connection to a master starts with when
+// the masters want a password: AUTH password for the default user, AUTH
+// username password for an ACL user. Without a password it appends
+// nothing (a master without one refuses AUTH). The credentials are values
+// wherever they travel; this is the one place they become a command.
+func AppendAuth(b []byte, username, password string) []byte {
+	switch {
+	case password == "":
+		return b
+	case username == "":
+		return AppendCommandString(b, "AUTH", password)
+	}
+	return AppendCommandString(b, "AUTH", username, password)
+}
+
 // AppendStatus appends a status reply (+OK). s must not hold a line break.
 func AppendStatus(b []byte, s string) []byte {
 	b = append(b, '+')

@@ -267,3 +267,19 @@ func equalCommands(a, b [][][]byte) bool {
 	}
 	return true
 }
+
+// TestAppendAuth: the default user's AUTH has the password alone, an ACL
+// user's has both, no password has none; every byte is kept.
+func TestAppendAuth(t *testing.T) {
+	odd := "AUTH\r\n*1\r\n\x00\xff"
+	for _, c := range []struct{ user, pass, want string }{
+		{"", "", "prefix"},
+		{"app", "", "prefix"},
+		{"", odd, "prefix" + string(AppendCommandString(nil, "AUTH", odd))},
+		{"app", odd, "prefix" + string(AppendCommandString(nil, "AUTH", "app", odd))},
+	} {
+		if got := string(AppendAuth([]byte("prefix"), c.user, c.pass)); got != c.want {
+			t.Errorf("AppendAuth(%q, %q) = %q, want %q", c.user, c.pass, got, c.want)
+		}
+	}
+}

@@ -180,9 +180,11 @@ type ProbeOptions struct {
 	Timeout time.Duration
 	// Dial connects (TLS for TLS masters); default plain TCP.
 	Dial DialFunc
-	// Auth are sent on each new probe connection (quorum.Config.Auth).
-	Auth   [][]byte
-	Logger *slog.Logger
+	// Username and Password authenticate each new probe connection, as
+	// quorum.Config's MasterUsername and MasterPassword do the engine's.
+	// Empty Password: no AUTH.
+	Username, Password string
+	Logger             *slog.Logger
 }
 
 // StartProbes PINGs every master on a connection of its own every
@@ -302,28 +304,23 @@ func (p *prober) connect(ctx context.Context) error {
 	}
 	p.conn, p.rd = conn, resp.NewReader(conn, 512)
 	p.stop = context.AfterFunc(ctx, func() { conn.Close() }) // unblock a read at stop
-	if len(p.o.Auth) == 0 {
+	auth := resp.AppendAuth(nil, p.o.Username, p.o.Password)
+	if len(auth) == 0 {
 		return nil
 	}
 	conn.SetDeadline(time.Now().Add(p.o.Timeout))
-	var buf []byte
-	for _, c := range p.o.Auth {
-		buf = append(buf, c...)
-	}
-	if _, err := conn.Write(buf); err != nil {
+	if _, err := conn.Write(auth); err != nil {
 		p.close()
 		return err
 	}
-	for range p.o.Auth {
-		r, err := p.rd.Next()
-		if err != nil {
-			p.close()
-			return err
-		}
-		if r.Type != resp.Status {
-			p.close()
-			return fmt.Errorf("AUTH answered %q", r.String())
-		}
+	r, err := p.rd.Next()
+	if err != nil {
+		p.close()
+		return err
+	}
+	if r.Type != resp.Status {
+		p.close()
+		return fmt.Errorf("AUTH answered %q", r.String())
 	}
 	return nil
 }

@@ -106,14 +106,9 @@ func (m *master) dial() (net.Conn, *resp.Reader, error) {
 	conn.SetDeadline(time.Now().Add(h.cfg.DialTimeout))
 	unhook := context.AfterFunc(h.ctx, func() { conn.Close() }) // Close interrupts the handshake
 	defer unhook()
-	var hs []byte
+	hs := resp.AppendAuth(nil, h.cfg.Username, h.cfg.Password)
 	n := 1
-	switch {
-	case h.cfg.Password != "" && h.cfg.Username != "":
-		hs = resp.AppendCommandString(hs, "AUTH", h.cfg.Username, h.cfg.Password)
-		n++
-	case h.cfg.Password != "":
-		hs = resp.AppendCommandString(hs, "AUTH", h.cfg.Password)
+	if len(hs) > 0 {
 		n++
 	}
 	// The name tells an operator's CLIENT LIST which connections are
