@@ -25,6 +25,8 @@ func newHub(cfg *fileConfig, engine *quorum.Engine, dial proxy.DialFunc, logger 
 		Publisher:        engine,
 		Logger:           logger,
 		DriftFactor:      engine.Config().DriftFactor,
+		Quorum:           engine.Q(),
+		HoldBack:         engine.Config().NodeTimeout,
 		KeyspaceEvents:   p.NotifyKeyspaceEvents,
 		MaxChannels:      p.MaxChannels,
 		MaxPerSubscriber: p.MaxPerConnection,

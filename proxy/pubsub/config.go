@@ -100,6 +100,17 @@ type Config struct {
 	// MaxExpiries bounds the keys whose expiry is scheduled; past it a new
 	// key gets no expired notification (counted). Default 100,000.
 	MaxExpiries int
+
+	// Quorum is how many masters' copies deliver a message at once
+	// (hold.go): the engine's quorum. Default len(Masters)/2 + 1.
+	Quorum int
+	// HoldBack delivers a message this long after its first copy when
+	// fewer than Quorum masters sent one. Default 50ms, the engine's
+	// default node_timeout; give it the node_timeout in force.
+	HoldBack time.Duration
+	// MaxHeldBytes bounds what held messages keep; past it a new message
+	// is delivered on its first copy. Default 64 MiB.
+	MaxHeldBytes int64
 }
 
 // maxMasters is the width of the masks that record which masters a
@@ -151,6 +162,11 @@ func (c *Config) validate() error {
 	def(&c.MaxPayload, 1<<20)
 	def(&c.MaxEventOrigins, 1024)
 	def(&c.MaxExpiries, 100_000)
+	def(&c.Quorum, len(c.Masters)/2+1)
+	defDur(&c.HoldBack, 50*time.Millisecond)
+	if c.MaxHeldBytes == 0 {
+		c.MaxHeldBytes = 64 << 20
+	}
 	if c.DriftFactor == 0 {
 		c.DriftFactor = 0.01
 	}

@@ -17,6 +17,8 @@ type entry struct {
 	pending    uint16 // masters whose copy has not arrived (bit i = master i)
 	born       int64  // monotonic nanoseconds since the hub's start
 	prev, next *entry // the hub-wide list, oldest first
+	got        int    // copies arrived, while held (hold.go)
+	hold       *held  // not delivered yet (hold.go); nil once delivered
 }
 
 // dedup holds every entry of the hub in one list ordered by birth, which is
@@ -61,15 +63,16 @@ func (d *dedup) hash(channel string, payload []byte) uint64 {
 }
 
 // admit decides about a copy of a message, with the given hash, that
-// master i delivered for record r: true when it is a new logical message
-// (deliver it), false when it is the copy of one already delivered.
+// master i delivered for record r: isNew when it is a new logical message,
+// false when it is the copy of one already seen. e is the message's entry
+// (nil for a new message no other master will send a copy of).
 //
 // The copy belongs to the oldest remembered message of r with that hash
 // that master i still owes, because a master delivers in publish order. If
 // i owes none, the copy is a new message; it is remembered as owed by the
 // other masters on which r is confirmed, those that will send a copy of
 // their own.
-func (d *dedup) admit(r *record, i int, h uint64) bool {
+func (d *dedup) admit(r *record, i int, h uint64) (e *entry, isNew bool) {
 	now := d.now()
 	d.expire(now)
 	bit := uint16(1) << i
@@ -80,18 +83,18 @@ func (d *dedup) admit(r *record, i int, h uint64) bool {
 				d.drop(e)
 			}
 			d.dups++
-			return false
+			return e, false
 		}
 	}
 	pending := r.confirmed &^ bit
 	if pending == 0 {
-		return true // nobody else will send a copy: nothing to remember
+		return nil, true // nobody else will send a copy: nothing to remember
 	}
 	if d.n >= d.max {
 		d.evicted++
 		d.drop(d.head)
 	}
-	e := &entry{rec: r, hash: h, pending: pending, born: now, prev: d.tail}
+	e = &entry{rec: r, hash: h, pending: pending, born: now, prev: d.tail}
 	if d.tail != nil {
 		d.tail.next = e
 	} else {
@@ -103,7 +106,7 @@ func (d *dedup) admit(r *record, i int, h uint64) bool {
 		r.fifo = map[uint64][]*entry{}
 	}
 	r.fifo[h] = append(r.fifo[h], e)
-	return true
+	return e, true
 }
 
 // expire forgets entries older than the window: a copy that comes later

@@ -17,7 +17,7 @@ type copyOf struct {
 func run(d *dedup, r *record, copies []copyOf) []string {
 	var out []string
 	for _, c := range copies {
-		if d.admit(r, c.master, d.hash(r.key.name, []byte(c.payload))) {
+		if _, isNew := d.admit(r, c.master, d.hash(r.key.name, []byte(c.payload))); isNew {
 			out = append(out, c.payload)
 		}
 	}

@@ -26,9 +26,11 @@
 //
 //   - a copy from master m belongs to the oldest remembered message that m
 //     still owes a copy of;
-//   - if m owes none, the copy is a new logical message: it is delivered at
-//     once, and remembered as owed by every other master on which the
-//     subscription is confirmed (those that will send a copy too);
+//   - if m owes none, the copy is a new logical message: it is delivered
+//     once a quorum of the confirmed masters sent a copy, or HoldBack after
+//     this first one (hold.go says why), and remembered as owed by every
+//     other master on which the subscription is confirmed (those that will
+//     send a copy too);
 //   - a message is forgotten when every owing master delivered, when a
 //     master that owes it loses its connection (what it sends after it is
 //     back was published after), after DedupWindow, or, oldest first, when
@@ -41,9 +43,10 @@
 // messages. So a message published on every master is delivered exactly
 // once, also when identical payloads follow each other closely (Redisson
 // publishes the same "0" on every unlock of a lock): two publishes are two
-// copies from each master, two deliveries. No wait is added: the first copy
-// is delivered on arrival, from whichever master is fastest. The payload is
-// remembered as a 64-bit hash, so the memory per message is fixed.
+// copies from each master, two deliveries. A message waits for a quorum of
+// copies (the quorum's latency), never longer than HoldBack. The payload is
+// remembered as a 64-bit hash, so the memory per message is fixed (a held
+// message keeps its payload until delivered, MaxHeldBytes in all).
 //
 // What a subscriber sees, the rest of the time (a wake-up is a hint to
 // retry, never a grant: a missed or doubled one costs a retry, not safety):

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Kind is the namespace of a subscription, as in Redis.
@@ -79,6 +80,9 @@ type Hub struct {
 	listeners map[*listener]struct{}
 	ks        keyspace
 	stats     Stats
+	holdq     []*entry    // every held message, by deadline (hold.go)
+	heldBytes int64       // what they keep
+	holdTimer *time.Timer // fires at the earliest deadline
 }
 
 type recKey struct {
@@ -95,6 +99,7 @@ type record struct {
 	internal  bool   // the events channel: always subscribed, no subscribers
 	fifo      map[uint64][]*entry
 	waiters   map[*confirmWaiter]struct{} // AwaitConfirmed (confirm.go)
+	holdq     []*entry                    // messages held for their copies, first seen first (hold.go)
 }
 
 type subState struct {
@@ -142,6 +147,9 @@ func (h *Hub) Close() {
 	}
 	h.closed = true
 	h.ks.stop()
+	if h.holdTimer != nil {
+		h.holdTimer.Stop()
+	}
 	h.cancel()
 	for _, m := range h.masters {
 		m.closeConn()
@@ -276,6 +284,7 @@ func (h *Hub) unsubscribe(s Subscriber, st *subState, k recKey) {
 		delete(h.kspats, k.name)
 	}
 	h.dd.dropRecord(r)
+	h.dropHeld(r)
 	if !r.local {
 		for _, m := range h.masters {
 			m.send(unsubCmd[k.kind], k.name)
@@ -368,8 +377,5 @@ func (h *Hub) onMessage(i int, kind Kind, pattern, channel string, payload []byt
 	if r == nil || r.local || r.internal {
 		return // unsubscribed meanwhile
 	}
-	if !h.dd.admit(r, i, h.dd.hash(channel, payload)) {
-		return
-	}
-	h.fanout(r, Message{Kind: kind, Pattern: pattern, Channel: channel, Payload: payload})
+	h.onCopy(r, i, Message{Kind: kind, Pattern: pattern, Channel: channel, Payload: payload})
 }

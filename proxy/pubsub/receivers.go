@@ -80,6 +80,9 @@ type Stats struct {
 	// Expiries scheduled now, and keys that got none (MaxExpiries).
 	Expiries        int
 	ExpiriesDropped uint64
+	// HeldTimeouts: messages delivered HoldBack after their first copy,
+	// with fewer copies than a quorum (hold.go).
+	HeldTimeouts uint64
 }
 
 // Stats returns the hub's current figures.

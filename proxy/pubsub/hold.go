@@ -1,0 +1,136 @@
+package pubsub
+
+import (
+	"math/bits"
+	"time"
+)
+
+// A message published by a lock script is published by each master when
+// that master runs the script. The first copy to arrive says only that one
+// master released the lock: a waiter woken by it and trying again at once
+// still finds the lock on the others (those the releasing proxy has not
+// reached yet), is refused, and then waits for its own timeout — the
+// later copies, which would have told it the lock is free, are the same
+// message and dropped. So a new message is held until a quorum of the
+// masters on which its subscription is confirmed has sent a copy (then the
+// release ran on a quorum, and a retry wins), or until HoldBack after its
+// first copy (a release the holder's proxy counted with fewer yes votes,
+// masters down or paused), whichever comes first. Messages of one
+// subscription are delivered in the order they were first seen. Everything
+// here runs with h.mu held, the timer's callback included.
+
+// held is a message waiting for its copies.
+type held struct {
+	m        Message
+	need     int   // copies that deliver it
+	deadline int64 // on h.dd's clock: delivered then, whatever the count
+	ready    bool
+}
+
+// heldSize is what a held message keeps.
+func heldSize(m *Message) int64 { return int64(len(m.Pattern)+len(m.Channel)+len(m.Payload)) + 64 }
+
+// onCopy handles one copy of a message for record r from master i.
+func (h *Hub) onCopy(r *record, i int, m Message) {
+	e, isNew := h.dd.admit(r, i, h.dd.hash(m.Channel, m.Payload))
+	if !isNew {
+		if e != nil && e.hold != nil && !e.hold.ready {
+			if e.got++; e.got >= e.hold.need {
+				e.hold.ready = true
+				h.flushHeld(r)
+			}
+		}
+		return
+	}
+	need := min(h.cfg.Quorum, bits.OnesCount16(r.confirmed|1<<i))
+	size := heldSize(&m)
+	if need <= 1 || e == nil || h.heldBytes+size > h.cfg.MaxHeldBytes {
+		if len(r.holdq) == 0 {
+			h.fanout(r, m)
+			return
+		}
+		// Behind the held ones, in order.
+		r.holdq = append(r.holdq, &entry{rec: r, hold: &held{m: m, ready: true}})
+		return
+	}
+	e.got = 1
+	e.hold = &held{m: m, need: need, deadline: h.dd.now() + int64(h.cfg.HoldBack)}
+	r.holdq = append(r.holdq, e)
+	h.holdq = append(h.holdq, e)
+	h.heldBytes += size
+	h.armHold()
+}
+
+// flushHeld delivers r's held messages from the oldest while they are
+// ready.
+func (h *Hub) flushHeld(r *record) {
+	for len(r.holdq) > 0 && r.holdq[0].hold.ready {
+		e := r.holdq[0]
+		r.holdq[0] = nil
+		r.holdq = r.holdq[1:]
+		h.fanout(r, e.hold.m)
+		h.release(e)
+	}
+	if len(r.holdq) == 0 {
+		r.holdq = nil
+	}
+}
+
+// release forgets e's held message once delivered or dropped.
+func (h *Hub) release(e *entry) {
+	if e.hold.need > 0 {
+		h.heldBytes -= heldSize(&e.hold.m)
+	}
+	e.hold = nil
+}
+
+// dropHeld forgets r's held messages (nobody subscribes to r any more).
+func (h *Hub) dropHeld(r *record) {
+	for _, e := range r.holdq {
+		h.release(e)
+	}
+	r.holdq = nil
+}
+
+// armHold sets the timer to the earliest deadline of a held message.
+func (h *Hub) armHold() {
+	for len(h.holdq) > 0 && (h.holdq[0].hold == nil || h.holdq[0].hold.ready) {
+		h.holdq[0] = nil
+		h.holdq = h.holdq[1:]
+	}
+	if len(h.holdq) == 0 {
+		h.holdq = nil
+		return
+	}
+	d := time.Duration(h.holdq[0].hold.deadline - h.dd.now())
+	if h.holdTimer == nil {
+		h.holdTimer = time.AfterFunc(d, h.fireHold)
+		return
+	}
+	h.holdTimer.Reset(d)
+}
+
+// fireHold delivers the messages whose HoldBack passed with fewer copies
+// than a quorum (the timer's callback).
+func (h *Hub) fireHold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	now := h.dd.now()
+	for len(h.holdq) > 0 {
+		e := h.holdq[0]
+		if e.hold != nil && !e.hold.ready {
+			if e.hold.deadline > now {
+				break
+			}
+			e.hold.ready = true
+			h.stats.HeldTimeouts++
+			h.flushHeld(e.rec)
+		}
+		h.holdq[0] = nil
+		h.holdq = h.holdq[1:]
+	}
+	h.armHold()
+}
