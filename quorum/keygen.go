@@ -9,14 +9,18 @@ import (
 // Late undos and later writes. The undo of a failed acquisition on a master
 // that answered after the decision is queued when that late reply arrives,
 // so it travels behind everything this proxy sent to that master meanwhile.
-// If that includes a later write of the same token on the same key (a
-// client retrying with a fixed token, a split vote's retry, an extend), the
-// undo would delete a key that write holds, perhaps one a granted lock
+// If that includes a later acquisition of the same token on the same key (a
+// client retrying with a fixed token, a split vote's retry), the undo
+// would delete a key that acquisition wrote, perhaps one a granted lock
 // counts on. So a failed acquisition still waiting for late replies is
-// registered on its key's slot, and every later write on the key marks it
-// superseded on the masters the write goes to, unless its token is known to
-// differ (another client's SET NX): there the request's late undos are not
-// sent, and its key is left to expire by its TTL. Keys share slots by hash; a collision only skips an
+// registered on its key's slot, and every later acquisition on the key
+// marks it superseded on the masters it goes to, unless its token is known
+// to differ (another client's SET NX): there the request's late undos are
+// not sent, and its key is left to expire by its TTL. Releases and extends
+// do not mark it: they create no key, so after them the key holds the
+// token only if the failed acquisition wrote it, and its undo is right.
+// Skipping that undo left the token on the late master until its TTL,
+// where it refused every other client's acquisition. Keys share slots by hash; a collision only skips an
 // undo, which is safe.
 //
 // The slot's lock orders the two: a write marks the waiting requests before
@@ -50,11 +54,11 @@ func (r *Request) slotKey() []byte {
 	return nil
 }
 
-// supersede is told of every write dispatched: it marks the failed
-// acquisitions waiting on its key whose token it may write.
+// supersede is told of every request dispatched: an acquisition marks the
+// failed acquisitions waiting on its key whose token it may write.
 func (e *Engine) supersede(w *Request) {
-	if w.kind == Read || w.kind == Counter {
-		return // writes no lock token
+	if w.kind != Acquire && w.kind != AcquireOrExtend {
+		return // creates no key holding a token
 	}
 	key := w.slotKey()
 	if key == nil {

@@ -298,3 +298,60 @@ var errPlainDown = errorString("down (connection refused); redialling")
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// TestLateUndoAfterARelease: a release of the key written to a slow master
+// after a failed acquisition's write there does not cancel that
+// acquisition's late undo. It used to (a release's token is unknown to the
+// engine, so it was taken for a write of any token): the token then stayed
+// on the late master until its TTL, counted unconfirmed, and refused every
+// other client there — with three proxies contending, left-over tokens
+// made most refusals while the lock was free (bench -only multiproxy).
+func TestLateUndoAfterARelease(t *testing.T) {
+	const tok = "tokA"
+	e, fps := pipedEngine(5, -1)
+	ms := make([]*modelMaster, 5)
+	for i := range ms {
+		ms[i] = &modelMaster{fp: fps[i], i: i}
+	}
+	ms[1].val, ms[2].val, ms[3].val = "B", "B", "B" // B holds k on a quorum
+	// A's SET NX: refused on 1-3, yes on 0, master 4 paused.
+	p1, w := setNX(e, "k", tok)
+	for i := 0; i < 4; i++ {
+		for ms[i].step2() {
+		}
+	}
+	if !p1.Decided() {
+		p1.expire()
+	}
+	e.Wait(w)
+	if p1.reply.Type != resp.Nil {
+		t.Fatalf("A's SET NX: %v %v", p1.reply, p1.err)
+	}
+	// B releases through this proxy; the release is queued to master 4 too.
+	w = NewWaiter()
+	rel := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: "k",
+		cmd:     resp.AppendCommand(nil, []byte("REL"), []byte("k"), []byte("B")),
+		noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
+	e.Submit(w, rel)
+	for i := 0; i < 4; i++ {
+		for ms[i].step2() {
+		}
+	}
+	if !rel.Decided() {
+		rel.expire()
+	}
+	e.Wait(w)
+	// Master 4 resumes: A's SET NX writes tokA (its late yes), B's release
+	// finds tokA and leaves it; A's late undo must then delete it.
+	for ms[4].step2() {
+	}
+	for ms[4].step2() { // the undo, queued by the late reply
+	}
+	if ms[4].val == tok {
+		sent, lost, unconfirmed := e.UndoStats()
+		t.Fatalf("A's token left on the late master after B's release (undos sent %d, lost %d, unconfirmed %d): it refuses every other client there until its TTL", sent, lost, unconfirmed)
+	}
+	if ms[0].val == tok {
+		t.Fatalf("A's token left on master 0 (its undo at the decision)")
+	}
+}
