@@ -100,12 +100,9 @@ func (r *runner) multiProxy(ctx context.Context) {
 		procs = append(procs, p)
 	}
 	defer func() {
-		for _, p := range r.c.extra {
-			if err := p.stop(); err != nil {
-				r.fail("multiproxy: %v", err)
-			}
+		if err := r.c.stopExtra(); err != nil {
+			r.fail("multiproxy: %v", err)
 		}
-		r.c.extra = nil
 	}()
 	type variant struct {
 		proxies int
