@@ -82,8 +82,10 @@ type contentionRun struct {
 	from, to time.Duration   // the counted window on the run's clock
 	cpu      CPU             // of the meter's processes over the window
 	// quorum are, per key, the tokens that were on a quorum of masters and
-	// when, from the masters' MONITOR streams; nil without spec.mon.
+	// when, from the masters' MONITOR streams, and left the tokens left
+	// over on single masters (leftover.go); nil without spec.mon.
 	quorum [][]quorumHold
+	left   [][]stay
 }
 
 // runContention runs spec and returns what it recorded.
@@ -125,6 +127,7 @@ func runContention(ctx context.Context, spec contentionSpec, meter *cpuMeter) (c
 			return run, fmt.Errorf("MONITOR: %w", err)
 		}
 		run.quorum = quorumHolds(events, spec.keys, spec.q, start)
+		run.left = leftoverStays(events, spec.keys, start, time.Since(start), run.quorum)
 	}
 	return run, nil
 }

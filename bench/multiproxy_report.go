@@ -131,7 +131,30 @@ func (res *Results) multiProxyMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nCPU µs/op is per acquisition; lockproxy CPU is the sum over the proxies in use.\n")
 	if truth {
+		res.causesTable(w)
 		res.measuresTable(w)
+	}
+}
+
+// causesTable writes what the masters held during the refusals while free
+// (leftover.go) and the proxies' counters.
+func (res *Results) causesTable(w io.Writer) {
+	fmt.Fprintf(w, "\n**Why.** A refusal while free comes either while a split vote is under way (contenders' tokens on minorities of the "+
+		"masters until each is undone: a round trip, or node_timeout when a master does not answer) or while a *left-over token* sits on a "+
+		"master: a token that stayed there %v or more without holding a quorum, because the undo of the attempt that wrote it was never sent "+
+		"(`undo_unconfirmed` in lockproxy's INFO); it refuses every attempt there until its TTL (%v), and two or three of them make a "+
+		"quorum unreachable for everyone. *Re-sent*: the left-over token's own client sent it to that master again meanwhile (a retry with "+
+		"its token, which that master refused): lockproxy does not undo an attempt's late write once a later write of the same token went "+
+		"to that master. The proxies' counters are over the whole run, warm-up included.\n\n", leftoverAge, lockTTL)
+	fmt.Fprintf(w, "| proxies | master paused | round | refused while free | of which with left-over tokens | median of their nil's wait | "+
+		"left-over tokens (re-sent) | split-vote retries | undos sent | undos unconfirmed |\n|--:|:-:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for i := range res.MultiProxy {
+		r := &res.MultiProxy[i]
+		if !r.Truth {
+			continue
+		}
+		fmt.Fprintf(w, "| %d | %s | %d | %d | %d | %s | %d (%d) | %d | %d | %d |\n", r.Proxies, yesNo(r.Paused), r.Round, r.TruthFree,
+			r.FreeBlocked, fmtMs(r.FreeWait), r.Leftovers, r.LeftoversResent, r.Stats.SplitRetries, r.Stats.UndoSent, r.Stats.UndoUnconfirmed)
 	}
 }
 
