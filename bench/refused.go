@@ -106,14 +106,13 @@ type Refusals struct {
 	TruthFree                   int64
 	TooMany, TooFew             [numMeasures]int64
 	Unbacked, Unowned, CutShort int64
-	// Why (leftover.go, with Truth): FreeBlocked counts the refusals while
-	// free sent while a left-over token of their key sat on a master;
-	// Leftovers the left-over stays that began in the window, and
-	// LeftoversResent those whose token was sent to that master again
-	// meanwhile. FreeWait is the median time from sending to the nil
-	// reply of the refusals while free.
-	FreeBlocked, Leftovers, LeftoversResent int64
-	FreeWait                                time.Duration
+	// With Truth (why.go): Why counts the refusals while free by cause,
+	// Leftovers the left-over stays that began in the window and
+	// LeftoversResent those of them re-sent; FreeWait is the median time
+	// from sending to the nil reply of the refusals while free.
+	Why                        [numCauses]int64
+	Leftovers, LeftoversResent int64
+	FreeWait                   time.Duration
 	// Overlaps counts the holds that began while another worker held the
 	// same key, by the workers' own clock ([+OK read, release sent]): two
 	// holders at once. It needs no MONITOR.
@@ -154,21 +153,14 @@ func heldBy(logs []contentionLog, keys int) [numMeasures][][]span {
 
 // classify counts the attempts of logs sent and answered (+OK or nil)
 // within [from, to] on keys keys. quorum, when not nil, are the masters'
-// holds (truth.go), and left their left-over tokens (leftover.go).
-func classify(logs []contentionLog, keys int, from, to time.Duration, quorum [][]quorumHold, left [][]stay) Refusals {
+// holds (truth.go); the refusals while free they show are appended to
+// free, when not nil, for explain (why.go).
+func classify(logs []contentionLog, keys int, from, to time.Duration, quorum [][]quorumHold, free *[]freeAttempt) Refusals {
 	held := heldBy(logs, keys)
 	r := Refusals{Truth: quorum != nil, Overlaps: overlaps(logs, keys)}
 	var truth [][]span
 	if quorum != nil {
 		truth, r.Unbacked, r.Unowned, r.CutShort = grantedHolds(logs, quorum)
-	}
-	for _, ss := range left {
-		for _, s := range ss {
-			if s.from >= from && s.from <= to {
-				r.Leftovers++
-				r.LeftoversResent += b2i(s.resent)
-			}
-		}
 	}
 	var waits []time.Duration
 	for _, l := range logs {
@@ -181,18 +173,20 @@ func classify(logs []contentionLog, keys int, from, to time.Duration, quorum [][
 				continue
 			}
 			r.Refused++
-			free := truth != nil && !meets(truth[a.key], a.sent, a.reply)
-			r.TruthFree += b2i(free)
-			if free {
+			isFree := truth != nil && !meets(truth[a.key], a.sent, a.reply)
+			r.TruthFree += b2i(isFree)
+			if isFree {
 				waits = append(waits, a.reply-a.sent)
-				r.FreeBlocked += b2i(left != nil && blockedAt(left[a.key], a.sent))
+				if free != nil {
+					*free = append(*free, freeAttempt{a.key, a.sent})
+				}
 			}
 			for m := range numMeasures {
 				says := !meets(held[m][a.key], a.sent, a.reply)
 				r.Free[m] += b2i(says)
 				if truth != nil {
-					r.TooMany[m] += b2i(says && !free)
-					r.TooFew[m] += b2i(free && !says)
+					r.TooMany[m] += b2i(says && !isFree)
+					r.TooFew[m] += b2i(isFree && !says)
 				}
 			}
 		}

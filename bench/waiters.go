@@ -81,6 +81,8 @@ type WaitersResult struct {
 	FromReply, FromSent Latencies
 	// WaitCounts are those of the counted hand-overs' waits.
 	WaitCounts
+	// Load is the machine's 1-minute load average at the run's end.
+	Load float64
 	// Errors counts failed commands; FirstErr is the first.
 	Errors   int64
 	FirstErr string
@@ -153,8 +155,10 @@ func runWaiters(ctx context.Context, spec waitSpec, meter *cpuMeter) (*WaitersRe
 	s0 := meter.snap()
 	sleepUntil(ctx, start.Add(to))
 	s1 := meter.snap()
+	load := loadAvg()
 	wg.Wait()
 	res := collectWaiters(logs, from, to)
+	res.Load = load
 	res.Style, res.Pairs, res.Elapsed, res.CPU = spec.style, spec.pairs, s1.at.Sub(s0.at), meter.since(s0, s1)
 	return res, ctx.Err()
 }

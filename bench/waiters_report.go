@@ -152,12 +152,12 @@ func (res *Results) waitersMarkdown(w io.Writer) {
 			medianOver(rs, (*WaitersResult).Throughput), medianOver(rs, (*WaitersResult).attemptsPer),
 			medianOver(rs, (*WaitersResult).cpuPer))
 	}
-	fmt.Fprintf(w, "\n| waiter | round | hand-overs | p50 from reply | p99 | p50 from sent | p99 | attempts | hints | spurious | missed | extra messages | errors |%s\n"+
-		"|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|%s\n", cpuColumnsHead, cpuColumnsRule)
+	fmt.Fprintf(w, "\n| waiter | round | load | hand-overs | p50 from reply | p99 | p50 from sent | p99 | attempts | hints | spurious | missed | extra messages | errors |%s\n"+
+		"|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|%s\n", cpuColumnsHead, cpuColumnsRule)
 	var notes []string
 	for i := range res.Waiters {
 		r := &res.Waiters[i]
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %d | %d | %d | %d | %d | %d |%s\n", styleLabel(r.Style), r.Round, r.Handovers,
+		fmt.Fprintf(w, "| %s | %d | %s | %d | %s | %s | %s | %s | %d | %d | %d | %d | %d | %d |%s\n", styleLabel(r.Style), r.Round, fmtLoad(r.Load), r.Handovers,
 			fmtMs(r.FromReply.Quantile(0.5)), fmtMs(r.FromReply.Quantile(0.99)), fmtMs(r.FromSent.Quantile(0.5)), fmtMs(r.FromSent.Quantile(0.99)),
 			r.Attempts, r.Hints, r.Spurious, r.Missed, r.Extra, r.Errors, cpuCells(r.CPU, float64(r.Handovers)))
 		if r.FirstErr != "" {
@@ -168,7 +168,8 @@ func (res *Results) waitersMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "\n%s\n", n)
 	}
 	fmt.Fprintf(w, "\nlockproxy CPU is the sum over both proxies; CPU µs/op is per hand-over, and counts the holders' and the waiters' "+
-		"commands (a poller's refused polls included).\n")
+		"commands (a poller's refused polls included). Load is the machine's 1-minute load average at the run's end, this benchmark's "+
+		"processes included.\n")
 }
 
 // waitersBenchLines writes every run of scenario 6 as a testing.B line:

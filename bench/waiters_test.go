@@ -210,7 +210,7 @@ func waitersFixture() *Results {
 			r := WaitersResult{Style: s, Round: round, Pairs: 8, Elapsed: 5 * time.Second, Handovers: 1000,
 				FromReply:  Latencies{base, base + ms(round), base + ms(10*round)},
 				FromSent:   Latencies{base + ms(2), base + ms(3), base + ms(30)},
-				WaitCounts: WaitCounts{Waits: 1000, Attempts: 3000, Hints: 1000}, CPU: CPU{Wall: 5 * time.Second, Proxy: time.Second,
+				WaitCounts: WaitCounts{Waits: 1000, Attempts: 3000, Hints: 1000}, Load: 1.5, CPU: CPU{Wall: 5 * time.Second, Proxy: time.Second,
 					Masters: []time.Duration{time.Second}, Client: time.Second}}
 			res.Waiters = append(res.Waiters, r)
 		}
@@ -229,7 +229,7 @@ func TestWaitersReport(t *testing.T) {
 		// the p99 (11, 21, 31 ms: 21); from the sending 4 and 31 every round.
 		"| pub/sub (Redisson 4) | 3.00 | 21.0 | 4.00 | 31.0 | 200 | 3.00 | 3000 |",
 		"| polling every 50 ms | 43.0 | 61.0 |",
-		"| BLPOP (python-redis-lock) | 2 | 1000 | 23.0 | 41.0 | 24.0 | 51.0 | 3000 | 1000 | 0 | 0 | 0 | 0 |",
+		"| BLPOP (python-redis-lock) | 2 | 1.5 | 1000 | 23.0 | 41.0 | 24.0 | 51.0 | 3000 | 1000 | 0 | 0 | 0 | 0 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
