@@ -185,8 +185,8 @@ func (r *runner) multiProxyRun(ctx context.Context, procs []*proxyProc, paused b
 		Elapsed: run.cpu.Wall, CPU: run.cpu, Refusals: classify(run.logs, spec.keys, run.from, run.to, run.quorum, &free),
 		Stats: proxyStats(ctx, spec.addrs).sub(stats0), Load: run.load}
 	if run.quorum != nil {
-		res.Why, res.Leftovers, res.LeftoversResent = explain(run.events, spec.keys, run.start, run.logs, free, run.from, run.to,
-			r.cfg.NodeTimeout)
+		w := explain(run.events, spec.keys, run.start, run.logs, free, run.from, run.to, r.cfg.NodeTimeout, spec.q, int(b2i(paused)))
+		res.Why, res.Unreachable, res.Leftovers, res.LeftoversResent = w.why, w.unreachable, w.leftovers, w.resent
 	}
 	lat := make([][]time.Duration, len(run.logs))
 	for i, l := range run.logs {
@@ -201,10 +201,10 @@ func (r *runner) multiProxyRun(ctx context.Context, procs []*proxyProc, paused b
 	q := res.Lat.Summary()
 	exact := "not recorded"
 	if res.Truth {
-		exact = fmt.Sprintf("%d (%.3f%%: split %d, slow %d, left-over tokens %d; median %v), unbacked %d, unowned quorums %d, "+
-			"holds cut short %d, left-over tokens %d (re-sent %d)", res.TruthFree, 100*res.TruthShare(), res.Why[CauseSplit],
-			res.Why[CauseSlow], res.Why[CauseLeftover], res.FreeWait.Round(time.Microsecond), res.Unbacked, res.Unowned, res.CutShort,
-			res.Leftovers, res.LeftoversResent)
+		exact = fmt.Sprintf("%d (%.3f%%: split %d, slow %d, left-over tokens %d, no quorum possible %d; median %v), unbacked %d, "+
+			"unowned quorums %d, holds cut short %d, left-over tokens %d (re-sent %d)", res.TruthFree, 100*res.TruthShare(), res.Why[CauseSplit],
+			res.Why[CauseSlow], res.Why[CauseLeftover], res.Unreachable, res.FreeWait.Round(time.Microsecond), res.Unbacked, res.Unowned,
+			res.CutShort, res.Leftovers, res.LeftoversResent)
 	}
 	fmt.Fprintf(r.cfg.Log, "lockbench: %-15s %-19s workers=%d keys=%d %7.0f acq/s  p50 %v  p99 %v  attempts %d  refused %d  while free: masters %s; estimate %d (%.3f%%), bounds %d–%d  overlapping holds %d  split retries %d  undos %d, unconfirmed %d  errors %d\n",
 		ScenarioMultiProxy, res.variant(), spec.workers, spec.keys, res.Throughput(), q.P50.Round(time.Microsecond), q.P99.Round(time.Microsecond),

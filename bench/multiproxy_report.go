@@ -146,17 +146,18 @@ func (res *Results) causesTable(w io.Writer) {
 		"*left over*: a master held a token whose undo was never sent (`undo_unconfirmed` in lockproxy's INFO), which refuses every attempt "+
 		"there until its owner gets the lock and releases it, or its TTL (%v): from the moment its own client's SET NX reached that master "+
 		"again (*re-sent*: a retry with the same token; lockproxy does not undo a late write once a later write of the same token went to "+
-		"that master), or once it stayed %v. Three such tokens on a key leave no quorum to anyone. The proxies' counters are over the "+
-		"whole run, warm-up included.\n\n", res.Config.NodeTimeout, lockTTL, leftoverAge)
-	fmt.Fprintf(w, "| proxies | master paused | round | refused while free | split | slow | left over | median nil wait | "+
-		"left-over tokens (re-sent) | split-vote retries | undos sent | undos unconfirmed |\n|--:|:-:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		"that master), or once it stayed %v. *No quorum*: of the left-over ones, those sent while fewer than a quorum of masters were free "+
+		"of left-over tokens and not paused: nobody could get the lock. The proxies' counters are over the whole run, warm-up included.\n\n",
+		res.Config.NodeTimeout, lockTTL, leftoverAge)
+	fmt.Fprintf(w, "| proxies | master paused | round | refused while free | split | slow | left over | no quorum | median nil wait | "+
+		"left-over tokens (re-sent) | split-vote retries | undos sent | undos unconfirmed |\n|--:|:-:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for i := range res.MultiProxy {
 		r := &res.MultiProxy[i]
 		if !r.Truth {
 			continue
 		}
-		fmt.Fprintf(w, "| %d | %s | %d | %d | %d | %d | %d | %s | %d (%d) | %d | %d | %d |\n", r.Proxies, yesNo(r.Paused), r.Round, r.TruthFree,
-			r.Why[CauseSplit], r.Why[CauseSlow], r.Why[CauseLeftover], fmtMs(r.FreeWait), r.Leftovers, r.LeftoversResent,
+		fmt.Fprintf(w, "| %d | %s | %d | %d | %d | %d | %d | %d | %s | %d (%d) | %d | %d | %d |\n", r.Proxies, yesNo(r.Paused), r.Round, r.TruthFree,
+			r.Why[CauseSplit], r.Why[CauseSlow], r.Why[CauseLeftover], r.Unreachable, fmtMs(r.FreeWait), r.Leftovers, r.LeftoversResent,
 			r.Stats.SplitRetries, r.Stats.UndoSent, r.Stats.UndoUnconfirmed)
 	}
 }

@@ -143,7 +143,7 @@ func TestMultiProxyReport(t *testing.T) {
 		}{{1, false}, {3, false}, {3, true}} {
 			r := MultiProxyResult{Proxies: v.proxies, Paused: v.paused, Round: round + 1, Workers: 32, Keys: 2, Elapsed: time.Second,
 				Acquisitions: 500, Lat: Latencies{time.Millisecond},
-				Refusals: Refusals{Attempts: 1500, Refused: 1000, Truth: true, TruthFree: free, Why: [numCauses]int64{free / 3, free / 3, free - 2*(free/3)}, FreeWait: ms(50),
+				Refusals: Refusals{Attempts: 1500, Refused: 1000, Truth: true, TruthFree: free, Why: [numCauses]int64{free / 3, free / 3, free - 2*(free/3)}, Unreachable: 4, FreeWait: ms(50),
 					Leftovers: 7, LeftoversResent: 6}, Stats: ProxyStats{SplitRetries: 40, UndoSent: 90, UndoUnconfirmed: 8}, Load: 0.7}
 			if v.proxies == 1 {
 				r.TruthFree = 0
@@ -173,7 +173,7 @@ func TestMultiProxyReport(t *testing.T) {
 	var b bytes.Buffer
 	res.Markdown(&b, "test")
 	for _, want := range []string{"## 5. Several lockproxies on one master set", "| 3 | yes | 2 | 0.7 | 500 |",
-		"| 3 | no | 2 | 30 | 10 | 10 | 10 | 50.0 | 7 (6) | 40 | 90 | 8 |",
+		"| 3 | no | 2 | 30 | 10 | 10 | 10 | 4 | 50.0 | 7 (6) | 40 | 90 | 8 |",
 		"BenchmarkLockproxy/multiproxy/proxies=3/paused=1/workers=32/keys=2-", "12.0000 refused-free-%"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())

@@ -107,12 +107,14 @@ type Refusals struct {
 	TooMany, TooFew             [numMeasures]int64
 	Unbacked, Unowned, CutShort int64
 	// With Truth (why.go): Why counts the refusals while free by cause,
-	// Leftovers the left-over stays that began in the window and
-	// LeftoversResent those of them re-sent; FreeWait is the median time
-	// from sending to the nil reply of the refusals while free.
-	Why                        [numCauses]int64
-	Leftovers, LeftoversResent int64
-	FreeWait                   time.Duration
+	// Unreachable those sent while fewer than a quorum of masters were
+	// free of left-over tokens and not paused; Leftovers the left-over
+	// stays that began in the window and LeftoversResent those of them
+	// re-sent; FreeWait is the median time from sending to the nil reply
+	// of the refusals while free.
+	Why                                     [numCauses]int64
+	Unreachable, Leftovers, LeftoversResent int64
+	FreeWait                                time.Duration
 	// Overlaps counts the holds that began while another worker held the
 	// same key, by the workers' own clock ([+OK read, release sent]): two
 	// holders at once. It needs no MONITOR.

@@ -62,13 +62,26 @@ type freeAttempt struct {
 	sent time.Duration
 }
 
+// whyFree is what explain found.
+type whyFree struct {
+	// why counts the refusals while free by cause; unreachable those of
+	// them sent while fewer than q masters were free of left-over tokens
+	// and not paused: nobody could get the lock.
+	why         [numCauses]int64
+	unreachable int64
+	// leftovers are the left-over stays that began in the window,
+	// resent those of them re-sent.
+	leftovers, resent int64
+}
+
 // explain replays the masters' events and classifies each refusal while
 // free by what the masters held when it was sent; slow is the attempt
 // duration that marks a contender waiting for a master that does not
-// answer. It also counts the left-over stays that began within [from, to],
-// and those of them that were re-sent.
+// answer, q the quorum and paused the number of masters paused for the
+// whole run. It also counts the left-over stays that began within
+// [from, to], and those of them that were re-sent.
 func explain(events [][]monitorEvent, keys int, start time.Time, logs []contentionLog, free []freeAttempt,
-	from, to, slow time.Duration) (why [numCauses]int64, leftovers, resent int64) {
+	from, to, slow time.Duration, q, paused int) (w whyFree) {
 	owners := map[uint64][]span{} // token → its attempts, [sent, reply]
 	for _, l := range logs {
 		for _, a := range l.attempts {
@@ -92,20 +105,22 @@ func explain(events [][]monitorEvent, keys int, start time.Time, logs []contenti
 		if s.token == 0 || s.since < from || s.since > to || !s.leftOverAt(end) {
 			return
 		}
-		leftovers++
-		resent += b2i(s.firstResent > 0)
+		w.leftovers++
+		w.resent += b2i(s.firstResent > 0)
 	}
 	judge := func(a freeAttempt) {
-		c := CauseSplit
+		c, left := CauseSplit, 0
 		for _, s := range state[a.key] {
 			switch {
 			case s.leftOverAt(a.sent):
 				c = CauseLeftover
+				left++
 			case c == CauseSplit && s.token != 0 && slowAt(s.token, a.sent):
 				c = CauseSlow
 			}
 		}
-		why[c]++
+		w.why[c]++
+		w.unreachable += b2i(c == CauseLeftover && len(events)-paused-left < q)
 	}
 	var end time.Duration
 	for _, me := range mergeStreams(events) {
@@ -137,7 +152,7 @@ func explain(events [][]monitorEvent, keys int, start time.Time, logs []contenti
 			count(s, max(end, to))
 		}
 	}
-	return why, leftovers, resent
+	return w
 }
 
 // ProxyStats are the counters of lockproxy's INFO stats that explain

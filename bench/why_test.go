@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -38,13 +39,17 @@ func TestExplain(t *testing.T) {
 		{1, ms(1300)}, // 5 there 1.1s: left over
 		{0, ms(1600)}, // 3 there 1.5s: left over
 	}
-	why, left, resent := explain(events, 2, start, logs, free, 0, ms(2000), ms(50))
-	if want := ([numCauses]int64{CauseSplit: 2, CauseSlow: 2, CauseLeftover: 3}); why != want {
-		t.Errorf("why = %v, want %v", why, want)
-	}
+	w := explain(events, 2, start, logs, slices.Clone(free), 0, ms(2000), ms(50), 3, 0)
 	// 7 (re-sent), 5 (1.3s) and 3 (to the end, 2s): three left over.
-	if left != 3 || resent != 1 {
-		t.Errorf("left-over stays %d (re-sent %d), want 3 (1)", left, resent)
+	want := whyFree{why: [numCauses]int64{CauseSplit: 2, CauseSlow: 2, CauseLeftover: 3}, leftovers: 3, resent: 1}
+	if w != want {
+		t.Errorf("explain = %+v, want %+v", w, want)
+	}
+	// With one of the 4 masters paused, one left-over token leaves 2: no
+	// quorum of 3 for anyone.
+	want.unreachable = 3
+	if w := explain(events, 2, start, logs, free, 0, ms(2000), ms(50), 3, 1); w != want {
+		t.Errorf("explain, 1 paused = %+v, want %+v", w, want)
 	}
 }
 
