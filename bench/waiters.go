@@ -136,19 +136,21 @@ func runWaiters(ctx context.Context, spec waitSpec, meter *cpuMeter) (*WaitersRe
 	opCtx, cancelOp := context.WithDeadline(ctx, start.Add(to+unlockGrace))
 	defer cancelOp()
 
-	logs := make([]waitLog, spec.pairs)
-	var wg sync.WaitGroup
-	for p := range spec.pairs {
+	pairs := make([][2]waitLock, spec.pairs)
+	for p := range pairs {
 		name := spec.prefix + "w" + strconv.Itoa(p)
-		var ls [2]waitLock
-		for s := range ls {
+		for s := range pairs[p] {
 			l, err := newWaitLock(spec.style, spec.addrs[s], name)
 			if err != nil {
 				return nil, err
 			}
 			defer l.close()
-			ls[s] = l
+			pairs[p][s] = l
 		}
+	}
+	logs := make([]waitLog, spec.pairs)
+	var wg sync.WaitGroup
+	for p, ls := range pairs {
 		wg.Go(func() { runPair(lockCtx, opCtx, ls, start, &logs[p]) })
 	}
 	sleepUntil(ctx, start.Add(from))
