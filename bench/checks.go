@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Check is one of the targets of issues 3 and 11, evaluated on a run.
+// Check is one of the targets of issues 3, 11, 12 and 14, evaluated on a run.
 type Check struct {
 	What string // what is compared
 	Goal string // the target, e.g. "≥ 0.50×"
@@ -102,7 +102,7 @@ func roundRatios[T any](rs []T, round func(T) int, isNum, isDen func(T) bool, fi
 	return out
 }
 
-// Checks evaluates the targets of issues 3, 11 and 12 on res. The comparisons of
+// Checks evaluates the targets of issues 3, 11, 12 and 14 on res. The comparisons of
 // scenarios 1 and 2 are the median of their rounds' ratios.
 func (res *Results) Checks() []Check {
 	var cs []Check
@@ -165,7 +165,8 @@ func (res *Results) Checks() []Check {
 		d := deg.Lat.Quantile(0.99)
 		p99.Value, p99.Pass = fmtMs(d)+" ms", d < res.Config.NodeTimeout
 	}
-	return append(append(cs, p99), res.multiProxyChecks()...)
+	cs = append(append(cs, p99), res.multiProxyChecks()...)
+	return append(cs, res.waitersChecks()...)
 }
 
 // fmtMs formats d in milliseconds with about three significant digits.

@@ -29,9 +29,11 @@ const (
 type cluster struct {
 	masters []*redisproc.Server
 	proxy   *proxyProc // nil without lockproxy
-	// extra are the further lockproxies of the multiproxy scenario, on the
-	// same masters, started from bin into dir.
-	extra []*proxyProc
+	// extra are the further lockproxies of the waiters and multiproxy
+	// scenarios, on the same masters, started from bin into dir; started
+	// counts every one ever started, to name their directories.
+	extra   []*proxyProc
+	started int
 	// twem is twemproxy in front of the first master (twemproxy.go), nil
 	// unless scenario 1 measures it.
 	twem        *proxyProc
@@ -69,18 +71,29 @@ func (c *cluster) masterAddrs() []string {
 }
 
 // startExtraProxy starts one more lockproxy on the cluster's masters, with
-// the first one's settings; close stops it.
+// the first one's settings; close or stopExtra stops it.
 func (c *cluster) startExtraProxy(ctx context.Context) (*proxyProc, error) {
 	if c.bin == "" {
 		return nil, errors.New("bench: no lockproxy binary")
 	}
-	dir := filepath.Join(c.dir, fmt.Sprintf("lockproxy-%d", len(c.extra)+2))
+	c.started++
+	dir := filepath.Join(c.dir, fmt.Sprintf("lockproxy-%d", c.started+1))
 	p, err := startProxy(ctx, c.bin, dir, c.masterAddrs(), c.nodeTimeout)
 	if err != nil {
 		return nil, err
 	}
 	c.extra = append(c.extra, p)
 	return p, nil
+}
+
+// stopExtra stops the extra lockproxies.
+func (c *cluster) stopExtra() error {
+	var errs []error
+	for _, p := range c.extra {
+		errs = append(errs, p.stop())
+	}
+	c.extra = nil
+	return errors.Join(errs...)
 }
 
 // meter returns a cpuMeter over the cluster's processes.

@@ -52,6 +52,7 @@ type attempt struct {
 	sent, reply time.Duration
 	key         int32
 	outcome     outcome
+	token       uint64 // the worker's for this key until granted (why.go)
 }
 
 // holding is one acquisition: the attempt that got +OK, and its release.
@@ -81,9 +82,13 @@ type contentionRun struct {
 	logs     []contentionLog // per worker
 	from, to time.Duration   // the counted window on the run's clock
 	cpu      CPU             // of the meter's processes over the window
+	load     float64         // the machine's 1-minute load average at the window's end
 	// quorum are, per key, the tokens that were on a quorum of masters and
-	// when, from the masters' MONITOR streams; nil without spec.mon.
+	// when, from the masters' MONITOR streams (events, stamped from start);
+	// nil without spec.mon.
 	quorum [][]quorumHold
+	events [][]monitorEvent
+	start  time.Time
 }
 
 // runContention runs spec and returns what it recorded.
@@ -114,8 +119,9 @@ func runContention(ctx context.Context, spec contentionSpec, meter *cpuMeter) (c
 	s0 := meter.snap()
 	sleepUntil(ctx, start.Add(to))
 	s1 := meter.snap()
+	load := loadAvg()
 	wg.Wait()
-	run := contentionRun{logs: logs, from: from, to: to, cpu: meter.since(s0, s1)}
+	run := contentionRun{logs: logs, from: from, to: to, cpu: meter.since(s0, s1), load: load}
 	if spec.mon != nil {
 		// The last releases' DELs reach the streams a moment after their
 		// replies reached the workers.
@@ -125,6 +131,7 @@ func runContention(ctx context.Context, spec contentionSpec, meter *cpuMeter) (c
 			return run, fmt.Errorf("MONITOR: %w", err)
 		}
 		run.quorum = quorumHolds(events, spec.keys, spec.q, start)
+		run.events, run.start = events, start
 	}
 	return run, nil
 }
@@ -149,7 +156,7 @@ func contend(lockCtx, opCtx context.Context, spec contentionSpec, c *redis.Clien
 		first := time.Since(start)
 		var a attempt
 		for {
-			a = attempt{key: k, sent: time.Since(start)}
+			a = attempt{key: k, token: tok, sent: time.Since(start)}
 			err := c.Do(lockCtx, "SET", key, token, "NX", "PX", lockTTL.Milliseconds()).Err()
 			a.reply = time.Since(start)
 			var re redis.Error

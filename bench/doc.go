@@ -31,9 +31,15 @@
 //     workers spread over them contending on 2 keys, then 1 and 3 with a
 //     master paused: acquisitions/s, acquire latency, and the attempts
 //     refused while the key was free (split votes between proxies), read
-//     from the masters' own MONITOR streams (refused.go, truth.go).
+//     from the masters' own MONITOR streams (refused.go, truth.go);
+//  6. waiters: two lockproxy processes on the same masters, pairs of
+//     clients (one on each proxy) passing a lock back and forth, the
+//     waiter woken by pub/sub (Redisson 4's scripts), by BLPOP
+//     (python-redis-lock's) or polling every 50ms: release → the waiter's
+//     acquisition, p50/p99, and whether every release woke its waiter
+//     once (waiters.go, waitstyles.go). It runs before 4 and 5.
 //
-// Scenarios 1, 2 and 5 repeat in Config.Rounds rounds (default 3), each
+// Scenarios 1, 2, 5 and 6 repeat in Config.Rounds rounds (default 3), each
 // target or variant once per round, back to back; their targets are judged
 // on the median round, because one run of each swings by about ±10% on a
 // shared 2-core machine.

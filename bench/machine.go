@@ -57,3 +57,36 @@ func (m Machine) String() string {
 	return m.Date.Format("2006-01-02 15:04 UTC") + " · " + strconv.Itoa(m.CPUs) + " CPUs (" + m.CPUModel + ") · " +
 		m.Kernel + " · " + m.Go + " · redis " + m.Redis
 }
+
+// loadAvg is the machine's 1-minute load average (/proc/loadavg), this
+// benchmark's own processes included: on a machine shared with other work
+// it tells a run slowed by others from one that was not. -1 when
+// unreadable.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	return parseLoadAvg(string(b))
+}
+
+// parseLoadAvg reads the first field of a /proc/loadavg line, -1 if bad.
+func parseLoadAvg(s string) float64 {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// fmtLoad renders a loadAvg figure for a table.
+func fmtLoad(l float64) string {
+	if l < 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(l, 'f', 1, 64)
+}

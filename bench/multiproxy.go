@@ -41,6 +41,11 @@ type MultiProxyResult struct {
 	// Refusals classifies the attempts sent and answered within the
 	// window (refused.go).
 	Refusals
+	// Stats are the proxies' counters over the run (warm-up and the
+	// paused master's drain included).
+	Stats ProxyStats
+	// Load is the machine's 1-minute load average at the run's end.
+	Load float64
 	// Errors counts failed attempts and releases; FirstErr is the first.
 	Errors   int64
 	FirstErr string
@@ -100,12 +105,9 @@ func (r *runner) multiProxy(ctx context.Context) {
 		procs = append(procs, p)
 	}
 	defer func() {
-		for _, p := range r.c.extra {
-			if err := p.stop(); err != nil {
-				r.fail("multiproxy: %v", err)
-			}
+		if err := r.c.stopExtra(); err != nil {
+			r.fail("multiproxy: %v", err)
 		}
-		r.c.extra = nil
 	}()
 	type variant struct {
 		proxies int
@@ -173,12 +175,19 @@ func (r *runner) multiProxyRun(ctx context.Context, procs []*proxyProc, paused b
 			err = errors.Join(err, waitDrained(ctx, spec.addrs, last))
 		}()
 	}
+	stats0 := proxyStats(ctx, spec.addrs)
 	run, err := runContention(ctx, spec, meter)
 	if err != nil {
 		return nil, err
 	}
+	var free []freeAttempt
 	res = &MultiProxyResult{Proxies: len(procs), Paused: paused, Workers: spec.workers, Keys: spec.keys, Hold: spec.hold,
-		Elapsed: run.cpu.Wall, CPU: run.cpu, Refusals: classify(run.logs, spec.keys, run.from, run.to, run.quorum)}
+		Elapsed: run.cpu.Wall, CPU: run.cpu, Refusals: classify(run.logs, spec.keys, run.from, run.to, run.quorum, &free),
+		Stats: proxyStats(ctx, spec.addrs).sub(stats0), Load: run.load}
+	if run.quorum != nil {
+		w := explain(run.events, spec.keys, run.start, run.logs, free, run.from, run.to, r.cfg.NodeTimeout, spec.q, int(b2i(paused)))
+		res.Why, res.Unreachable, res.Leftovers, res.LeftoversResent = w.why, w.unreachable, w.leftovers, w.resent
+	}
 	lat := make([][]time.Duration, len(run.logs))
 	for i, l := range run.logs {
 		lat[i] = l.lat
@@ -192,12 +201,15 @@ func (r *runner) multiProxyRun(ctx context.Context, procs []*proxyProc, paused b
 	q := res.Lat.Summary()
 	exact := "not recorded"
 	if res.Truth {
-		exact = fmt.Sprintf("%d (%.3f%%), unbacked %d, unowned quorums %d, holds cut short %d", res.TruthFree, 100*res.TruthShare(),
-			res.Unbacked, res.Unowned, res.CutShort)
+		exact = fmt.Sprintf("%d (%.3f%%: split %d, slow %d, left-over tokens %d, no quorum possible %d; median %v), unbacked %d, "+
+			"unowned quorums %d, holds cut short %d, left-over tokens %d (re-sent %d)", res.TruthFree, 100*res.TruthShare(), res.Why[CauseSplit],
+			res.Why[CauseSlow], res.Why[CauseLeftover], res.Unreachable, res.FreeWait.Round(time.Microsecond), res.Unbacked, res.Unowned,
+			res.CutShort, res.Leftovers, res.LeftoversResent)
 	}
-	fmt.Fprintf(r.cfg.Log, "lockbench: %-15s %-19s workers=%d keys=%d %7.0f acq/s  p50 %v  p99 %v  attempts %d  refused %d  while free: masters %s; estimate %d (%.3f%%), bounds %d–%d  overlapping holds %d  errors %d\n",
+	fmt.Fprintf(r.cfg.Log, "lockbench: %-15s %-19s workers=%d keys=%d %7.0f acq/s  p50 %v  p99 %v  attempts %d  refused %d  while free: masters %s; estimate %d (%.3f%%), bounds %d–%d  overlapping holds %d  split retries %d  undos %d, unconfirmed %d  errors %d\n",
 		ScenarioMultiProxy, res.variant(), spec.workers, spec.keys, res.Throughput(), q.P50.Round(time.Microsecond), q.P99.Round(time.Microsecond),
-		res.Attempts, res.Refused, exact, res.Free[Estimate], 100*res.EstimateShare(), res.Free[Lower], res.Free[Upper], res.Overlaps, res.Errors)
+		res.Attempts, res.Refused, exact, res.Free[Estimate], 100*res.EstimateShare(), res.Free[Lower], res.Free[Upper], res.Overlaps,
+		res.Stats.SplitRetries, res.Stats.UndoSent, res.Stats.UndoUnconfirmed, res.Errors)
 	switch {
 	case res.Attempts == 0:
 		// No acquisition at all is a result (votes split every time);

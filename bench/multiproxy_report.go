@@ -107,8 +107,8 @@ func (res *Results) multiProxyMarkdown(w io.Writer) {
 		"With 1 proxy, which queues the attempts on a key one behind the other and so splits no vote, the figure must be 0: the measure's control. "+
 		"It is not 0 when a master misses node_timeout (NOQUORUM in the errors): lockproxy then leaves keys on single masters "+
 		"until their TTL, which refuse later attempts while no quorum holds the key.\n\n")
-	fmt.Fprintf(w, "| proxies | master paused | round | acquisitions/s | p50 | p99 | attempts | refused | refused while free | estimate | bounds | unbacked / cut short | errors |%s\n"+
-		"|--:|:-:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|%s\n", cpuColumnsHead, cpuColumnsRule)
+	fmt.Fprintf(w, "| proxies | master paused | round | load | acquisitions/s | p50 | p99 | attempts | refused | refused while free | estimate | bounds | unbacked / cut short | errors |%s\n"+
+		"|--:|:-:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|%s\n", cpuColumnsHead, cpuColumnsRule)
 	var notes []string
 	truth := false
 	for i := range res.MultiProxy {
@@ -118,8 +118,8 @@ func (res *Results) multiProxyMarkdown(w io.Writer) {
 		if r.Truth {
 			exact, unbacked = fmt.Sprintf("%d (%s)", r.TruthFree, fmtPct(r.TruthShare())), fmt.Sprintf("%d / %d", r.Unbacked, r.CutShort)
 		}
-		fmt.Fprintf(w, "| %d | %s | %d | %.0f | %s | %s | %d | %d | %s | %d (%s) | %s – %s | %s | %d |%s\n", r.Proxies, yesNo(r.Paused), r.Round,
-			r.Throughput(), fmtMs(r.Lat.Quantile(0.5)), fmtMs(r.Lat.Quantile(0.99)), r.Attempts, r.Refused, exact,
+		fmt.Fprintf(w, "| %d | %s | %d | %s | %.0f | %s | %s | %d | %d | %s | %d (%s) | %s – %s | %s | %d |%s\n", r.Proxies, yesNo(r.Paused), r.Round,
+			fmtLoad(r.Load), r.Throughput(), fmtMs(r.Lat.Quantile(0.5)), fmtMs(r.Lat.Quantile(0.99)), r.Attempts, r.Refused, exact,
 			r.Free[Estimate], fmtPct(r.EstimateShare()), fmtPct(r.FreeShare(Lower)), fmtPct(r.FreeShare(Upper)), unbacked, r.Errors,
 			cpuCells(r.CPU, float64(r.Acquisitions)))
 		if r.FirstErr != "" {
@@ -129,9 +129,36 @@ func (res *Results) multiProxyMarkdown(w io.Writer) {
 	for _, n := range notes {
 		fmt.Fprintf(w, "\n%s\n", n)
 	}
-	fmt.Fprintf(w, "\nCPU µs/op is per acquisition; lockproxy CPU is the sum over the proxies in use.\n")
+	fmt.Fprintf(w, "\nCPU µs/op is per acquisition; lockproxy CPU is the sum over the proxies in use. Load is the machine's 1-minute load "+
+		"average at the run's end, this benchmark's processes included.\n")
 	if truth {
+		res.causesTable(w)
 		res.measuresTable(w)
+	}
+}
+
+// causesTable writes why the refusals while free came (why.go) and the
+// proxies' counters.
+func (res *Results) causesTable(w io.Writer) {
+	fmt.Fprintf(w, "\n**Why.** What the masters held when each refusal while free was sent, and whose attempts those tokens were: "+
+		"*split*: contenders' attempts being decided, each on a minority of the masters until undone (about a round trip); "+
+		"*slow*: one of them had waited node_timeout (%v) or more, for a master that does not answer, and kept its masters meanwhile; "+
+		"*left over*: a master held a token whose undo was never sent (`undo_unconfirmed` in lockproxy's INFO), which refuses every attempt "+
+		"there until its owner gets the lock and releases it, or its TTL (%v): from the moment its own client's SET NX reached that master "+
+		"again (*re-sent*: a retry with the same token; lockproxy does not undo a late write once a later write of the same token went to "+
+		"that master), or once it stayed %v. *No quorum*: of the left-over ones, those sent while fewer than a quorum of masters were free "+
+		"of left-over tokens and not paused: nobody could get the lock. The proxies' counters are over the whole run, warm-up included.\n\n",
+		res.Config.NodeTimeout, lockTTL, leftoverAge)
+	fmt.Fprintf(w, "| proxies | master paused | round | refused while free | split | slow | left over | no quorum | median nil wait | "+
+		"left-over tokens (re-sent) | split-vote retries | undos sent | undos unconfirmed |\n|--:|:-:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for i := range res.MultiProxy {
+		r := &res.MultiProxy[i]
+		if !r.Truth {
+			continue
+		}
+		fmt.Fprintf(w, "| %d | %s | %d | %d | %d | %d | %d | %d | %s | %d (%d) | %d | %d | %d |\n", r.Proxies, yesNo(r.Paused), r.Round, r.TruthFree,
+			r.Why[CauseSplit], r.Why[CauseSlow], r.Why[CauseLeftover], r.Unreachable, fmtMs(r.FreeWait), r.Leftovers, r.LeftoversResent,
+			r.Stats.SplitRetries, r.Stats.UndoSent, r.Stats.UndoUnconfirmed)
 	}
 }
 

@@ -41,7 +41,7 @@ func TestClassifyRefusals(t *testing.T) {
 			{key: 0, sent: ms(90), reply: ms(91), outcome: refused},
 		},
 	}}
-	got := classify(logs, 2, ms(5), ms(200), nil)
+	got := classify(logs, 2, ms(5), ms(200), nil, nil)
 	want := Refusals{Attempts: 7, Refused: 6, Free: [numMeasures]int64{Estimate: 3, Upper: 4, Lower: 1}}
 	if got != want {
 		t.Errorf("classify = %+v, want %+v", got, want)
@@ -51,8 +51,9 @@ func TestClassifyRefusals(t *testing.T) {
 		{{span{ms(11), ms(19)}, 1}, {span{ms(47), ms(59)}, 2}},
 		{{span{ms(0) + time.Millisecond/2, ms(99)}, 3}},
 	}
-	got = classify(logs, 2, ms(5), ms(200), quorum)
+	got = classify(logs, 2, ms(5), ms(200), quorum, nil)
 	want.Truth, want.TruthFree, want.Unbacked = true, 3, 1
+	want.FreeWait = ms(2) // of 5, 2 and 1 ms
 	want.TooMany = [numMeasures]int64{Upper: 1}
 	want.TooFew = [numMeasures]int64{Lower: 2}
 	if got != want {
@@ -142,7 +143,8 @@ func TestMultiProxyReport(t *testing.T) {
 		}{{1, false}, {3, false}, {3, true}} {
 			r := MultiProxyResult{Proxies: v.proxies, Paused: v.paused, Round: round + 1, Workers: 32, Keys: 2, Elapsed: time.Second,
 				Acquisitions: 500, Lat: Latencies{time.Millisecond},
-				Refusals: Refusals{Attempts: 1500, Refused: 1000, Truth: true, TruthFree: free}}
+				Refusals: Refusals{Attempts: 1500, Refused: 1000, Truth: true, TruthFree: free, Why: [numCauses]int64{free / 3, free / 3, free - 2*(free/3)}, Unreachable: 4, FreeWait: ms(50),
+					Leftovers: 7, LeftoversResent: 6}, Stats: ProxyStats{SplitRetries: 40, UndoSent: 90, UndoUnconfirmed: 8}, Load: 0.7}
 			if v.proxies == 1 {
 				r.TruthFree = 0
 			}
@@ -170,7 +172,8 @@ func TestMultiProxyReport(t *testing.T) {
 	}
 	var b bytes.Buffer
 	res.Markdown(&b, "test")
-	for _, want := range []string{"## 5. Several lockproxies on one master set", "| 3 | yes | 2 | 500 |",
+	for _, want := range []string{"## 5. Several lockproxies on one master set", "| 3 | yes | 2 | 0.7 | 500 |",
+		"| 3 | no | 2 | 30 | 10 | 10 | 10 | 4 | 50.0 | 7 (6) | 40 | 90 | 8 |",
 		"BenchmarkLockproxy/multiproxy/proxies=3/paused=1/workers=32/keys=2-", "12.0000 refused-free-%"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())

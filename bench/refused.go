@@ -106,6 +106,15 @@ type Refusals struct {
 	TruthFree                   int64
 	TooMany, TooFew             [numMeasures]int64
 	Unbacked, Unowned, CutShort int64
+	// With Truth (why.go): Why counts the refusals while free by cause,
+	// Unreachable those sent while fewer than a quorum of masters were
+	// free of left-over tokens and not paused; Leftovers the left-over
+	// stays that began in the window and LeftoversResent those of them
+	// re-sent; FreeWait is the median time from sending to the nil reply
+	// of the refusals while free.
+	Why                                     [numCauses]int64
+	Unreachable, Leftovers, LeftoversResent int64
+	FreeWait                                time.Duration
 	// Overlaps counts the holds that began while another worker held the
 	// same key, by the workers' own clock ([+OK read, release sent]): two
 	// holders at once. It needs no MONITOR.
@@ -146,14 +155,16 @@ func heldBy(logs []contentionLog, keys int) [numMeasures][][]span {
 
 // classify counts the attempts of logs sent and answered (+OK or nil)
 // within [from, to] on keys keys. quorum, when not nil, are the masters'
-// holds (truth.go).
-func classify(logs []contentionLog, keys int, from, to time.Duration, quorum [][]quorumHold) Refusals {
+// holds (truth.go); the refusals while free they show are appended to
+// free, when not nil, for explain (why.go).
+func classify(logs []contentionLog, keys int, from, to time.Duration, quorum [][]quorumHold, free *[]freeAttempt) Refusals {
 	held := heldBy(logs, keys)
 	r := Refusals{Truth: quorum != nil, Overlaps: overlaps(logs, keys)}
 	var truth [][]span
 	if quorum != nil {
 		truth, r.Unbacked, r.Unowned, r.CutShort = grantedHolds(logs, quorum)
 	}
+	var waits []time.Duration
 	for _, l := range logs {
 		for _, a := range l.attempts {
 			if (a.outcome != granted && a.outcome != refused) || a.sent < from || a.reply > to {
@@ -164,18 +175,25 @@ func classify(logs []contentionLog, keys int, from, to time.Duration, quorum [][
 				continue
 			}
 			r.Refused++
-			free := truth != nil && !meets(truth[a.key], a.sent, a.reply)
-			r.TruthFree += b2i(free)
+			isFree := truth != nil && !meets(truth[a.key], a.sent, a.reply)
+			r.TruthFree += b2i(isFree)
+			if isFree {
+				waits = append(waits, a.reply-a.sent)
+				if free != nil {
+					*free = append(*free, freeAttempt{a.key, a.sent})
+				}
+			}
 			for m := range numMeasures {
 				says := !meets(held[m][a.key], a.sent, a.reply)
 				r.Free[m] += b2i(says)
 				if truth != nil {
-					r.TooMany[m] += b2i(says && !free)
-					r.TooFew[m] += b2i(free && !says)
+					r.TooMany[m] += b2i(says && !isFree)
+					r.TooFew[m] += b2i(isFree && !says)
 				}
 			}
 		}
 	}
+	r.FreeWait = mergeLatencies([][]time.Duration{waits}).Quantile(0.5)
 	return r
 }
 

@@ -46,14 +46,14 @@ func (res *Results) Markdown(w io.Writer, command string) {
 	fmt.Fprintf(w, "Command: `%s`  \n", command)
 	fmt.Fprintf(w, "Machine: %s  \n", res.Machine)
 	fmt.Fprintf(w, "Setup: %d redis masters and lockproxy (node_timeout %v) on this machine, shared with the load generator; "+
-		"%v recorded per run after %v of warm-up; runs one after the other. Scenarios 1, 2 and 5 run %d rounds, each target once per round "+
+		"%v recorded per run after %v of warm-up; runs one after the other. Scenarios 1, 2, 5 and 6 run %d rounds, each target once per round "+
 		"back to back; their targets are judged on the median round (of the rounds' ratios, for 1 and 2: one run swings ±10%% here), "+
 		"and the charts show the median round.\n\n", cfg.Masters, cfg.NodeTimeout, cfg.Duration, cfg.Warmup, cfg.Rounds)
 	fmt.Fprintf(w, "CPU columns are cores busy on average during the run (utime+stime from /proc/<pid>/stat); "+
 		"masters is the sum over all %d; client is the load generator (redis-benchmark, or the Go workload process); "+
 		"CPU µs/op is the CPU of all of them per operation. Latencies are in milliseconds.\n\n", cfg.Masters)
 
-	fmt.Fprintf(w, "## Targets (issues 3, 11 and 12)\n\n| comparison | target | measured | |\n|---|---|---:|:-:|\n")
+	fmt.Fprintf(w, "## Targets (issues 3, 11, 12 and 14)\n\n| comparison | target | measured | |\n|---|---|---:|:-:|\n")
 	for _, c := range res.Checks() {
 		v := c.Value
 		if v == "" {
@@ -103,6 +103,7 @@ func (res *Results) Markdown(w io.Writer, command string) {
 	}
 
 	res.multiProxyMarkdown(w)
+	res.waitersMarkdown(w)
 
 	if len(res.AcquireRelease) > 0 {
 		fmt.Fprintf(w, "\n## Charts\n\n![pairs/s vs workers](%s)\n\n![acquire latency CDF](%s)\n", ThroughputPNG, LatencyCDFPNG)
@@ -201,6 +202,7 @@ func (res *Results) BenchLines(w io.Writer) {
 		benchLine(w, name, r.Ops, r.Throughput(), r.Lat.Summary(), r.CPU)
 	}
 	res.multiProxyBenchLines(w)
+	res.waitersBenchLines(w)
 }
 
 // benchTarget is the Benchmark function name of a target.

@@ -27,12 +27,14 @@ const (
 	ScenarioHotKey         = "hotkey"
 	ScenarioDegraded       = "degraded"
 	ScenarioMultiProxy     = "multiproxy"
+	ScenarioWaiters        = "waiters"
 )
 
 // AllScenarios lists the scenarios in the order Run runs them. Degraded and
 // multiproxy come last: they pause a master, which may leave lockproxy's
 // view of it changed.
-var AllScenarios = []string{ScenarioRedisBenchmark, ScenarioTwemproxy, ScenarioAcquireRelease, ScenarioHotKey, ScenarioDegraded, ScenarioMultiProxy}
+var AllScenarios = []string{ScenarioRedisBenchmark, ScenarioTwemproxy, ScenarioAcquireRelease, ScenarioHotKey, ScenarioWaiters,
+	ScenarioDegraded, ScenarioMultiProxy}
 
 // Config says what Run measures. The zero value of every field means its
 // documented default.
@@ -47,7 +49,7 @@ type Config struct {
 	// Workers are the worker counts of the acquire-release scenario.
 	// Default 16 and 64. The degraded scenario uses the largest.
 	Workers []int
-	// Rounds repeats scenarios 1, 2 and 5, every target (variant) once per
+	// Rounds repeats scenarios 1, 2, 5 and 6, every target (variant) once per
 	// round, one right after the other, and the targets are judged on
 	// their median over the rounds: on this shared 2-core machine one run
 	// of each swings by ±10%. Default 3.
@@ -71,6 +73,9 @@ type Config struct {
 	// masters; without it the report judges the estimate from the
 	// workers' clock (refused.go).
 	MultiProxyNoMonitor bool
+	// WaitPairs is the number of client pairs of the waiters scenario,
+	// each passing its own lock between the two proxies. Default 8.
+	WaitPairs int
 	// Scenarios selects scenarios by name; empty means AllScenarios.
 	Scenarios []string
 	// Targets selects targets; empty means AllTargets. Without Lockproxy,
@@ -126,6 +131,9 @@ func (c Config) withDefaults() Config {
 	if c.MultiKeys <= 0 {
 		c.MultiKeys = 2
 	}
+	if c.WaitPairs <= 0 {
+		c.WaitPairs = 8
+	}
 	if len(c.Scenarios) == 0 {
 		c.Scenarios = AllScenarios
 	}
@@ -170,6 +178,8 @@ type Results struct {
 	Profiles []ProxyProfile
 	// MultiProxy holds scenario 5, every round.
 	MultiProxy []MultiProxyResult
+	// Waiters holds scenario 6, every round.
+	Waiters []WaitersResult
 	// Errors are the failures of single runs; the other runs went on.
 	Errors []string
 }
@@ -253,6 +263,8 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			r.degraded(ctx)
 		case ScenarioMultiProxy:
 			r.multiProxy(ctx)
+		case ScenarioWaiters:
+			r.waiters(ctx)
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -218,3 +218,50 @@ func (r *runner) degraded(ctx context.Context) {
 	}
 	r.res.Degraded = res
 }
+
+// waiters is scenario 6 (waiters.go): the styles one after the other in
+// each round, on the first lockproxy and one more started for it.
+func (r *runner) waiters(ctx context.Context) {
+	if !r.cfg.uses(Lockproxy) || r.c.proxy == nil {
+		return
+	}
+	b, err := r.c.startExtraProxy(ctx)
+	if err != nil {
+		r.fail("waiters: start a second lockproxy: %v", err)
+		return
+	}
+	defer func() {
+		if err := r.c.stopExtra(); err != nil {
+			r.fail("waiters: %v", err)
+		}
+	}()
+	meter := r.c.meter()
+	meter.proxyPids = append(meter.proxyPids, b.pid())
+	for round := 1; round <= r.cfg.Rounds; round++ {
+		for _, style := range WaitStyles {
+			if ctx.Err() != nil {
+				return
+			}
+			spec := waitSpec{style: style, addrs: [2]string{r.c.proxy.addr, b.addr}, pairs: r.cfg.WaitPairs, prefix: r.prefix(),
+				warmup: r.cfg.Warmup, duration: r.cfg.Duration}
+			res, err := runWaiters(ctx, spec, meter)
+			if err != nil {
+				r.fail("waiters %s: %v", style, err)
+			}
+			if res == nil {
+				continue
+			}
+			res.Round = round
+			r.res.Waiters = append(r.res.Waiters, *res)
+			fmt.Fprintf(r.cfg.Log, "lockbench: %-15s %-9s round %d pairs=%d %6.0f hand-overs/s  from release reply p50 %v p99 %v; from release sent p50 %v p99 %v  "+
+				"attempts/hand-over %.2f  hints %d spurious %d missed %d extra messages %d  errors %d %s  CPU %.0f µs/hand-over\n",
+				ScenarioWaiters, style, round, res.Pairs, res.Throughput(), res.FromReply.Quantile(0.5).Round(time.Microsecond),
+				res.FromReply.Quantile(0.99).Round(time.Microsecond), res.FromSent.Quantile(0.5).Round(time.Microsecond),
+				res.FromSent.Quantile(0.99).Round(time.Microsecond), res.attemptsPer(), res.Hints, res.Spurious, res.Missed, res.Extra,
+				res.Errors, res.FirstErr, res.cpuPer())
+			if res.Handovers == 0 {
+				r.fail("waiters %s round %d: no hand-over (first error: %s)", style, round, res.FirstErr)
+			}
+		}
+	}
+}

@@ -63,7 +63,13 @@ type locker interface {
 // workers, no automatic retries (they would hide errors) and deadlines so no
 // call can hang the run.
 func newClient(addr string, poolSize int) *redis.Client {
-	return redis.NewClient(&redis.Options{
+	return redis.NewClient(clientOptions(addr, poolSize))
+}
+
+// clientOptions are newClient's options, for a client that needs to change
+// one (the protocol).
+func clientOptions(addr string, poolSize int) *redis.Options {
+	return &redis.Options{
 		Addr:                     addr,
 		PoolSize:                 poolSize,
 		MaxRetries:               -1,
@@ -72,7 +78,7 @@ func newClient(addr string, poolSize int) *redis.Client {
 		WriteTimeout:             2 * time.Second,
 		ContextTimeoutEnabled:    true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	})
+	}
 }
 
 // backoff is the pause between two attempts on a contended key: 0.5–1.5ms,

@@ -178,6 +178,36 @@ func parseUint(b []byte, base uint64) (uint64, bool) {
 	return n, true
 }
 
+// masterEvent is a monitorEvent of one master.
+type masterEvent struct {
+	master int
+	monitorEvent
+}
+
+// mergeStreams merges the masters' streams by their stamps, keeping each
+// master's own order whatever its stamps do (a stepped clock).
+func mergeStreams(events [][]monitorEvent) []masterEvent {
+	n := 0
+	for _, es := range events {
+		n += len(es)
+	}
+	out := make([]masterEvent, 0, n)
+	next := make([]int, len(events))
+	for {
+		m := -1
+		for i, es := range events {
+			if next[i] < len(es) && (m < 0 || es[next[i]].at.Before(events[m][next[m]].at)) {
+				m = i
+			}
+		}
+		if m < 0 {
+			return out
+		}
+		out = append(out, masterEvent{m, events[m][next[m]]})
+		next[m]++
+	}
+}
+
 // quorumHold is one token on a quorum of masters, over span on the run's
 // clock.
 type quorumHold struct {
@@ -196,21 +226,8 @@ func quorumHolds(events [][]monitorEvent, keys, q int, start time.Time) [][]quor
 		state[k] = make([]uint64, len(events))
 		count[k] = map[uint64]int{}
 	}
-	// Merge the streams by their stamps, keeping each master's own order
-	// whatever its stamps do (a stepped clock).
-	next := make([]int, len(events))
-	for {
-		m := -1
-		for i, es := range events {
-			if next[i] < len(es) && (m < 0 || es[next[i]].at.Before(events[m][next[m]].at)) {
-				m = i
-			}
-		}
-		if m < 0 {
-			break
-		}
-		e := events[m][next[m]]
-		next[m]++
+	for _, me := range mergeStreams(events) {
+		m, e := me.master, me.monitorEvent
 		k := e.key
 		if int(k) >= keys {
 			continue

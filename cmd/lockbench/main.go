@@ -5,10 +5,11 @@
 // perf (apt-get install linux-perf); -targets without twemproxy, or
 // -profile=false, leave them out.
 //
-//	go run ./cmd/lockbench                      # full run, ~5 minutes (3 rounds of scenarios 1, 2 and 5)
+//	go run ./cmd/lockbench                      # full run, ~6 minutes (3 rounds of scenarios 1, 2, 5 and 6)
 //	go run ./cmd/lockbench -quick               # smoke run, ~30 seconds
 //	go run ./cmd/lockbench -only hotkey,degraded
 //	go run ./cmd/lockbench -only multiproxy     # 1, 2, 3 lockproxies on one master set, ~95 seconds
+//	go run ./cmd/lockbench -only waiters        # release → waiter's acquisition: pub/sub, BLPOP, polling, ~60 seconds
 //	go run ./cmd/lockbench -only twemproxy      # scenario 1 with twemproxy: proxy CPU per request, ~2 minutes (adds ~50 s to a full run)
 //	go run ./cmd/lockbench -rounds 1            # scenarios 1, 2 and 5 once each
 //
@@ -45,7 +46,7 @@ func run() int {
 		binary   = flag.String("lockproxy", "", "lockproxy binary to run (default: build ./cmd/lockproxy)")
 		masters  = flag.Int("masters", 5, "number of redis masters")
 		timeout  = flag.Duration("node-timeout", 50*time.Millisecond, "lockproxy's node_timeout, also the degraded p99 bound; raise it on a machine busy with other work, where a master stalled past it fails a redis-benchmark run with NOQUORUM")
-		rounds   = flag.Int("rounds", 3, "rounds of scenarios 1, 2 and 5; their targets are judged on the median round (-quick: 1)")
+		rounds   = flag.Int("rounds", 3, "rounds of scenarios 1, 2, 5 and 6; their targets are judged on the median round (-quick: 1)")
 		profile  = flag.Bool("profile", true, "twemproxy: after the rounds, count each proxy's system calls and sample where its CPU goes with perf, in extra runs")
 		monitor  = flag.Bool("monitor", true, "multiproxy: record the masters' MONITOR streams for the exact refused-while-free figure (costs the masters CPU); false: estimate it from the workers' clock")
 	)
