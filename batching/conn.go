@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/resp"
@@ -319,6 +320,9 @@ type fifo struct {
 	mu   sync.Mutex
 	ops  []Op
 	head int
+	// oldest is when the oldest op in flight was written (0: none), read
+	// without the lock by Stalled.
+	oldest atomic.Int64
 }
 
 func (f *fifo) push(ops []Op) {
@@ -330,6 +334,9 @@ func (f *fifo) push(ops []Op) {
 		f.head = 0
 	}
 	f.ops = append(f.ops, ops...)
+	if f.oldest.Load() == 0 && len(f.ops) > f.head {
+		f.oldest.Store(f.ops[f.head].written)
+	}
 	f.mu.Unlock()
 }
 
@@ -346,6 +353,9 @@ func (f *fifo) pop(dst []Op, n int) ([]Op, bool) {
 	if f.head == len(f.ops) {
 		f.ops = f.ops[:0]
 		f.head = 0
+		f.oldest.Store(0)
+	} else {
+		f.oldest.Store(f.ops[f.head].written)
 	}
 	return dst, true
 }
@@ -353,6 +363,7 @@ func (f *fifo) pop(dst []Op, n int) ([]Op, bool) {
 func (f *fifo) drain() []Op {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.oldest.Store(0)
 	ops := append([]Op(nil), f.ops[f.head:]...)
 	clear(f.ops)
 	f.ops = f.ops[:0]

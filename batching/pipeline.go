@@ -172,6 +172,16 @@ func (p *Pipeline) Up() (bool, error) {
 	return p.up, p.lastErr
 }
 
+// Stalled reports how long the master has left its oldest written command
+// unanswered, at now (0: nothing in flight). A paused or overloaded master
+// is stalled for as long as it stays so, whatever is queued behind.
+func (p *Pipeline) Stalled(now int64) time.Duration {
+	if w := p.inflight.oldest.Load(); w != 0 && now > w {
+		return time.Duration(now - w)
+	}
+	return 0
+}
+
 // Depth is the number of commands queued and in flight.
 func (p *Pipeline) Depth() (queued, inflight int) {
 	p.mu.Lock()

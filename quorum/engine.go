@@ -25,6 +25,7 @@ type pipe interface {
 	Submit(batching.Op) error
 	Up() (bool, error)
 	Depth() (queued, inflight int)
+	Stalled(now int64) time.Duration
 	Addr() string
 	Close()
 }
@@ -224,10 +225,23 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 		// still brings a lagging master closer to the others.
 		opDeadline = 0
 	}
+	acquire := r.kind == Acquire || r.kind == AcquireOrExtend
 	for i, p := range e.pipes {
 		if r.skip&(1<<i) != 0 {
 			r.ref()
 			r.Complete(i, resp.Reply{}, &notSentError{errSkipped})
+			continue
+		}
+		if acquire && p.Stalled(now) > e.cfg.NodeTimeout {
+			// A master that has left a command unanswered for longer
+			// than node_timeout (paused, overloaded) would only make
+			// this acquisition wait for its deadline, and write a token
+			// there later that needs a late undo: with contenders, a
+			// split vote then cannot be settled until node_timeout, and
+			// the left-over tokens refuse others. It is not sent; its
+			// vote is a no, as it would be at the deadline.
+			r.ref()
+			r.Complete(i, resp.Reply{}, &notSentError{&StalledError{For: p.Stalled(now)}})
 			continue
 		}
 		e.loadFirst(i, r)
@@ -245,6 +259,14 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 		e.scheduleRetry(r)
 	}
 	return decided
+}
+
+// StalledError is the vote of a master an acquisition was not sent to: it
+// had left a command unanswered for longer than node_timeout.
+type StalledError struct{ For time.Duration }
+
+func (e *StalledError) Error() string {
+	return fmt.Sprintf("not asked: it has not answered for %v (paused or overloaded)", e.For.Round(time.Millisecond))
 }
 
 // decided is called once, by whoever decided r outside dispatch.

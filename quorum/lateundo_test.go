@@ -290,6 +290,7 @@ type pipeFunc func(batching.Op) error
 func (f pipeFunc) Submit(op batching.Op) error { return f(op) }
 func (pipeFunc) Up() (bool, error)             { return false, errPlainDown }
 func (pipeFunc) Depth() (queued, inflight int) { return 0, 0 }
+func (pipeFunc) Stalled(int64) time.Duration   { return 0 }
 func (pipeFunc) Addr() string                  { return "m4:1" }
 func (pipeFunc) Close()                        {}
 

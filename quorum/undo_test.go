@@ -26,6 +26,7 @@ func (p *fakePipe) Submit(op batching.Op) error {
 }
 func (p *fakePipe) Up() (bool, error)             { return true, nil }
 func (p *fakePipe) Depth() (queued, inflight int) { return 0, 0 }
+func (p *fakePipe) Stalled(int64) time.Duration   { return 0 }
 func (p *fakePipe) Addr() string                  { return "fake" }
 func (p *fakePipe) Close()                        {}
 

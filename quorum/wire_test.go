@@ -295,3 +295,44 @@ func TestWireNoScript(t *testing.T) {
 		t.Fatalf("master 0 got the script %d times for 3 requests: a resend?", evalshas)
 	}
 }
+
+// TestWireStalledMasterNotAsked: once a master has left a command
+// unanswered for longer than node_timeout (paused), acquisitions are not
+// sent to it: they decide on the others at once instead of waiting for
+// its deadline, and leave no token there for a late undo. Releases still
+// go to it. Remove the Stalled check in dispatch to see the second
+// acquisition reach the paused master and wait node_timeout.
+func TestWireStalledMasterNotAsked(t *testing.T) {
+	const nodeTimeout = 200 * time.Millisecond
+	e, ms := wireEngine(t, 3, nil, func(c *Config) { c.NodeTimeout = nodeTimeout })
+	paused := ms[2].On("SET").Reply(resp.ReplyOK).Hold()
+	t.Cleanup(paused.Release)
+	// Masters 0 and 1: the first key is free, the second is held by
+	// someone else on master 1 (a split: only master 2 could settle it).
+	ms[0].On("SET").Reply(resp.ReplyOK)
+	ms[1].On("SET").Reply(resp.ReplyOK)
+	ms[1].On("SET", "k2").Reply(resp.ReplyNil)
+	r1 := decide(t, e, e.Acquire([]byte("k1"), []byte("t"), 10*time.Second, batching.Now()))
+	if r1.Outcome() != Granted {
+		t.Fatalf("k1 on 2 of 3 with one paused: %v %v", r1.Outcome(), r1.err)
+	}
+	time.Sleep(nodeTimeout + 50*time.Millisecond) // master 2 is now stalled
+	start := time.Now()
+	r2 := decide(t, e, e.Acquire([]byte("k2"), []byte("t"), 10*time.Second, batching.Now()))
+	if took := time.Since(start); r2.Outcome() != Refused || took > nodeTimeout/2 {
+		t.Fatalf("k2 (yes, no, stalled): %v after %v; want refused at once, without waiting node_timeout %v", r2.Outcome(), took, nodeTimeout)
+	}
+	if n := ms[2].Count("SET", "k2"); n != 0 {
+		t.Fatalf("the stalled master was sent k2's SET (%d times): its token there would need a late undo", n)
+	}
+	decide(t, e, e.Del([][]byte{[]byte("k1")}, batching.Now()))
+	paused.Release() // the master resumes: the release, queued behind, reaches it
+	ms[2].WaitFor(t, "the release sent to the stalled master", func(cs []fakemaster.Command) bool {
+		for _, c := range cs {
+			if c.Is("EVALSHA", delScript.SHA1, "1", "k1") {
+				return true
+			}
+		}
+		return false
+	})
+}
