@@ -64,15 +64,118 @@ func (e *Engine) supersede(w *Request) {
 	if key == nil {
 		return
 	}
-	sent := ^w.skip // the masters w goes to
+	sent := ^w.skip & (1<<e.n - 1) // the masters w goes to
 	s := e.slots.of(key)
 	s.mu.Lock()
 	for _, q := range s.waiting {
 		if w.token == nil || bytes.Equal(w.token, q.undoToken) {
 			q.superseded |= sent
+			if q.sup == nil {
+				q.sup = &supState{}
+			}
+			for i := 0; i < e.n; i++ {
+				if sent&(1<<i) != 0 {
+					q.sup.pending[i]++
+				}
+			}
+			q.ref() // until w's outcome on every master is known
+			w.sups = append(w.sups, q)
+			w.supLeft = sent
 		}
 	}
 	s.mu.Unlock()
+}
+
+// supState is what a failed acquisition knows of the later acquisitions of
+// its token that went to each master. Its late undo on a master is sent
+// once every such acquisition is known not to have written there (SET NX
+// answered nil, as it must while the failed attempt's token is there):
+// then the token there is the failed attempt's. If one wrote, or may have
+// (no reply), the key is left to its TTL. Without the wait, a client
+// retrying with its own token — as lock libraries do — left its first
+// attempt's token on the slow master until the TTL, where it refused
+// every attempt, its own included. Under the key's slot.mu.
+type supState struct {
+	pending  [MaxMasters]int32 // later acquisitions with no outcome there yet
+	applied  uint16            // masters where one wrote, or may have
+	deferred uint16            // masters where the late undo waits for them
+	resolved bool              // no master of the failed attempt is left to answer
+}
+
+// deferUndo decides the late undo on master i of r, superseded there:
+// now, or once the later acquisitions' outcomes there are known.
+// r.mu and r.slot.mu are held.
+func (r *Request) deferUndo(i int) {
+	bit := uint16(1) << i
+	switch {
+	case r.sup == nil || r.sup.applied&bit != 0:
+		r.e.unconfirmed.Add(1)
+	case r.sup.pending[i] > 0:
+		if r.undoCmd == nil {
+			r.undoCmd = r.undoCommand() // sent later without r.mu
+		}
+		r.sup.deferred |= bit
+	default:
+		r.undoOne(i) // every later acquisition there wrote nothing
+	}
+}
+
+// resolveSups tells the failed acquisitions w superseded that w's outcome
+// on master i is known. w.mu is held; w's state[i] is final.
+func (w *Request) resolveSups(i int) {
+	bit := uint16(1) << i
+	if len(w.sups) == 0 || w.supLeft&bit == 0 {
+		return
+	}
+	var wrote bool
+	switch w.state[i] {
+	case replied, ignored:
+		wrote = w.applied(i)
+	case notApplied:
+	default: // lost: it may have
+		wrote = true
+	}
+	s := w.e.slots.of(w.slotKey())
+	s.mu.Lock()
+	w.supLeft &^= bit
+	for _, q := range w.sups {
+		st := q.sup
+		if st.pending[i]--; wrote {
+			st.applied |= bit
+		}
+		if st.pending[i] > 0 || st.deferred&bit == 0 {
+			continue
+		}
+		st.deferred &^= bit
+		if st.applied&bit != 0 {
+			q.e.unconfirmed.Add(1)
+		} else {
+			q.e.submitUndo(i, q.undoCmd)
+		}
+		if st.deferred == 0 && st.resolved {
+			s.remove(q)
+		}
+	}
+	var done []*Request
+	if w.supLeft == 0 {
+		done, w.sups = w.sups, nil
+	}
+	s.mu.Unlock()
+	for _, q := range done {
+		q.unref()
+	}
+}
+
+// remove takes q off the slot. s.mu is held.
+func (s *keySlot) remove(q *Request) {
+	for i, x := range s.waiting {
+		if x == q {
+			last := len(s.waiting) - 1
+			s.waiting[i], s.waiting[last] = s.waiting[last], nil
+			s.waiting = s.waiting[:last]
+			return
+		}
+	}
 }
 
 // register records failed acquisition r, some of whose masters are still to
@@ -96,14 +199,14 @@ func (r *Request) deregister() {
 		return
 	}
 	s.mu.Lock()
-	for i, q := range s.waiting {
-		if q == r {
-			last := len(s.waiting) - 1
-			s.waiting[i], s.waiting[last] = s.waiting[last], nil
-			s.waiting = s.waiting[:last]
-			break
-		}
+	if r.sup != nil && r.sup.deferred != 0 {
+		// Undos wait for later acquisitions (resolveSups): stay
+		// registered, so that yet another one waits with them.
+		r.sup.resolved = true
+		s.mu.Unlock()
+		return
 	}
+	s.remove(r)
 	s.mu.Unlock()
 	r.slot = nil
 }

@@ -356,3 +356,51 @@ func TestLateUndoAfterARelease(t *testing.T) {
 		t.Fatalf("A's token left on master 0 (its undo at the decision)")
 	}
 }
+
+// TestLateUndoAfterOwnRefusedRetry: a client retries its refused SET NX
+// with the same token (as lock libraries do) while a master is paused.
+// When that master resumes it runs the first attempt (writes the token)
+// and the retry (nil: the key is there). The first attempt's late undo
+// must then be sent: the token there is its own. It used to be dropped
+// (the retry had marked it superseded), leaving the token on that master
+// until its TTL, where it refused every attempt, the client's own
+// included; with three proxies such left-overs locked a key for seconds.
+func TestLateUndoAfterOwnRefusedRetry(t *testing.T) {
+	const tok = "tokA"
+	e, fps := pipedEngine(5, -1)
+	ms := make([]*modelMaster, 5)
+	for i := range ms {
+		ms[i] = &modelMaster{fp: fps[i], i: i}
+	}
+	ms[1].val, ms[2].val, ms[3].val = "B", "B", "B"
+	attempt := func() *Request {
+		p, w := setNX(e, "k", tok)
+		for i := 0; i < 4; i++ { // master 4 is paused
+			for ms[i].step2() {
+			}
+		}
+		if !p.Decided() {
+			p.expire()
+		}
+		e.Wait(w)
+		for i := 0; i < 4; i++ { // the undos at the decision
+			for ms[i].step2() {
+			}
+		}
+		if p.reply.Type != resp.Nil {
+			t.Fatalf("attempt: %v %v", p.reply, p.err)
+		}
+		return p
+	}
+	attempt()
+	attempt() // the retry, same token
+	for ms[4].step2() { // resumes: tokA written, nil, then the undo
+	}
+	if ms[4].val == tok {
+		_, _, unconfirmed := e.UndoStats()
+		t.Fatalf("the first attempt's token left on the resumed master (unconfirmed %d): the retry wrote nothing there, so the undo was due", unconfirmed)
+	}
+	if _, _, unconfirmed := e.UndoStats(); unconfirmed != 0 {
+		t.Fatalf("unconfirmed = %d, want 0", unconfirmed)
+	}
+}

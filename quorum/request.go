@@ -133,6 +133,12 @@ type Request struct {
 	// (keygen.go). Both under slot.mu.
 	slot       *keySlot
 	superseded uint16 // masters (bit i) a later write of the token went to
+	sup        *supState
+	// The failed acquisitions this request, a later acquisition of their
+	// token, superseded; supLeft: its masters whose outcome they still
+	// wait for (keygen.go). Under the key's slot.mu.
+	sups    []*Request
+	supLeft uint16
 	// skip: masters this request is not sent to (a split vote's retry
 	// skips those where its parent's part is still unknown).
 	skip uint16
@@ -283,6 +289,7 @@ func (r *Request) complete(master int, rep resp.Reply, err error) {
 			r.yes++
 		}
 	}
+	r.resolveSups(master)
 	if r.decidedIn {
 		if r.undoing {
 			r.undoLate(master)
@@ -326,6 +333,7 @@ func (r *Request) late(master int, rep resp.Reply, err error) {
 		r.replies[master] = rep
 		r.yesFrom[master] = r.agg == AggVote && r.rule.IsYes(&r.replies[master], r.nkeys)
 	}
+	r.resolveSups(master)
 	if r.undoing {
 		r.undoLate(master)
 	}
@@ -653,7 +661,7 @@ func (r *Request) undoLate(i int) {
 	r.slot.mu.Lock()
 	defer r.slot.mu.Unlock()
 	if r.superseded&(1<<i) != 0 {
-		r.e.unconfirmed.Add(1)
+		r.deferUndo(i)
 		return
 	}
 	r.undoOne(i)
