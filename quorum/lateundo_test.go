@@ -393,7 +393,7 @@ func TestLateUndoAfterOwnRefusedRetry(t *testing.T) {
 		return p
 	}
 	attempt()
-	attempt() // the retry, same token
+	attempt()           // the retry, same token
 	for ms[4].step2() { // resumes: tokA written, nil, then the undo
 	}
 	if ms[4].val == tok {
