@@ -496,6 +496,12 @@ func (r *Request) tryDecide(force bool) bool {
 func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
 	no := r.answered - r.yes
 	switch {
+	case r.yes >= q && !force && outstanding > 0 && r.kind == Release && !r.yesAgree(q):
+		// Releases whose yes replies differ (a re-entrant release: 1
+		// where it deleted, 0 where a count is left) wait for the rest,
+		// so that the client hears what a quorum did; rare (a leftover
+		// count on a master), and bounded by node_timeout.
+		return false
 	case r.yes >= q:
 		r.success()
 	case r.kind == Release && no <= n-q:
@@ -534,12 +540,7 @@ func (r *Request) success() {
 		}
 	}
 	r.won = true
-	for i := 0; i < r.e.n; i++ {
-		if r.state[i] == replied && r.yesFrom[i] {
-			r.reply = r.replies[i]
-			break
-		}
-	}
+	r.reply = r.commonYes()
 	if r.combine == CombineQthTTL {
 		r.reply = resp.Reply{Type: resp.Integer, Int: r.qthTTL(func(rep resp.Reply) (int64, bool) {
 			return rep.Int, r.rule.IsYes(&rep, r.nkeys)
@@ -548,6 +549,53 @@ func (r *Request) success() {
 	if r.fence != nil {
 		r.chain(contFence) // the client gets its fencing token instead (counter.go)
 	}
+}
+
+// yesAgree reports whether q masters gave the same yes reply. r.mu is
+// held.
+func (r *Request) yesAgree(q int32) bool {
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied || !r.yesFrom[i] {
+			continue
+		}
+		n := int32(0)
+		for j := i; j < r.e.n; j++ {
+			if r.state[j] == replied && r.yesFrom[j] && r.replies[j].Equal(r.replies[i]) {
+				n++
+			}
+		}
+		if n >= q {
+			return true
+		}
+	}
+	return false
+}
+
+// commonYes is the yes reply most masters gave, the first by master order
+// among equals. Yes replies may differ (a re-entrant release answers 1 where
+// it deleted the lock, 0 where a count is left): the client gets what a
+// quorum says, not what one master that may hold a leftover says.
+// r.mu is held.
+func (r *Request) commonYes() resp.Reply {
+	best, bestN := -1, 0
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied || !r.yesFrom[i] {
+			continue
+		}
+		n := 0
+		for j := i; j < r.e.n; j++ {
+			if r.state[j] == replied && r.yesFrom[j] && r.replies[j].Equal(r.replies[i]) {
+				n++
+			}
+		}
+		if n > bestN {
+			best, bestN = i, n
+		}
+	}
+	if best < 0 {
+		return r.reply
+	}
+	return r.replies[best]
 }
 
 // failure: the vote is lost. Fewer than a quorum answering is NOQUORUM;

@@ -173,8 +173,9 @@ func (v *VoteRule) Same(o *VoteRule) bool {
 type Combine uint8
 
 const (
-	// CombineFirst: the first yes reply, verbatim (all yes replies of a
-	// rule like YesOK or YesOne are equal anyway).
+	// CombineFirst: the yes reply most masters gave, verbatim (the first by
+	// master order among equals; all yes replies of a rule like YesOK or
+	// YesOne are equal anyway).
 	CombineFirst Combine = iota
 	// CombineQthTTL: the yes replies are remaining TTLs in milliseconds;
 	// the client gets the Q-th largest minus clock drift, the time for which

@@ -336,3 +336,26 @@ func TestWireStalledMasterNotAsked(t *testing.T) {
 		return false
 	})
 }
+
+// TestWireCommonYes: yes replies may differ (Redisson's re-entrant unlock
+// answers 1 where it deleted the lock, 0 where a count is left, say a
+// late undo's leftover on one master); the client gets the one most
+// masters gave, not the first master's. With the first master's, the
+// holder was told "still held" by a quorum's release and kept renewing.
+func TestWireCommonYes(t *testing.T) {
+	body := "return redis.call('HINCRBY', KEYS[1], ARGV[1], -1) > 0 and 0 or 1"
+	op := &ScriptOp{SHA1: fakemaster.SHA1(body), Body: body, Kind: Release, Yes: YesNonNegative, No: resp.ReplyNil, NoPTTLAt: -1,
+		Token: Arg{Index: 1}, LockKeys: []int{1}}
+	e, ms := wireEngine(t, 3, nil)
+	for i, m := range ms {
+		rep := replyOne
+		if i == 0 {
+			rep = replyZero // a leftover count there
+		}
+		m.On("EVALSHA", op.SHA1).Reply(rep)
+	}
+	r := decide(t, e, e.Script(op, [][]byte{[]byte("k")}, [][]byte{[]byte("tok")}, 0, batching.Now()))
+	if rep, err := r.Result(); err != nil || !rep.IsInt(1) {
+		t.Fatalf("replies 0, 1, 1: the client got %v %v, want 1 (what two of three said)", rep, err)
+	}
+}
