@@ -127,6 +127,15 @@ func plainRedis(t *testing.T) *env {
 	return plain
 }
 
+// ownRedis starts a plain redis-server for t alone, stopped with it: for
+// checks that send scripts the shared plain server must not see (its
+// MONITOR check) or change its settings (notify-keyspace-events).
+func ownRedis(t *testing.T) *env {
+	t.Helper()
+	m := redisproc.ForTest(t, 1)
+	return &env{masters: m, addr: m[0].Addr, quorum: 1}
+}
+
 // prefixOf is the key prefix of test t: every key a test locks starts with
 // it, so tests on the shared masters never meet.
 func prefixOf(t *testing.T) string {
