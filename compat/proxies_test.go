@@ -36,6 +36,16 @@ func (e *env) proxyFor(t *testing.T, pc proxy.Config, custom []catalog.ScriptCon
 // that subscribes at once is then confirmed by every master, and a waiter
 // on another proxy hears this one's events.
 func startProxy(masters []*redisproc.Server, pc proxy.Config, custom []catalog.ScriptConfig) (addr string, stop func(), err error) {
+	var addrs []string
+	for _, m := range masters {
+		addrs = append(addrs, m.Addr)
+	}
+	return startProxyAt(addrs, pc, custom)
+}
+
+// startProxyAt is startProxy in front of masters reached at addrs (which
+// may be relays in front of them).
+func startProxyAt(addrs []string, pc proxy.Config, custom []catalog.ScriptConfig) (addr string, stop func(), err error) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -55,10 +65,7 @@ func startProxy(masters []*redisproc.Server, pc proxy.Config, custom []catalog.S
 	// on 2 cores, where a writer goroutine can wait past 50ms to be
 	// scheduled. The suite checks what libraries see, not latency; a
 	// master that misses it still counts as no vote.
-	qc := quorum.Config{NodeTimeout: 250 * time.Millisecond, MaxTTL: time.Minute, Scripts: bodies, Logger: logger}
-	for _, m := range masters {
-		qc.Masters = append(qc.Masters, m.Addr)
-	}
+	qc := quorum.Config{NodeTimeout: 250 * time.Millisecond, MaxTTL: time.Minute, Scripts: bodies, Logger: logger, Masters: addrs}
 	engine, err := quorum.New(qc)
 	if err != nil {
 		return "", nil, err
@@ -101,12 +108,12 @@ func startProxy(masters []*redisproc.Server, pc proxy.Config, custom []catalog.S
 			}
 		}
 		hubUp := hub.Stats().MastersUp
-		if up == len(masters) && hubUp == len(masters) {
+		if up == len(addrs) && hubUp == len(addrs) {
 			return ln.Addr().String(), stop, nil
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return "", nil, fmt.Errorf("lockproxy: %d of %d masters voting, pub/sub hub connected to %d, after 10s: %+v", up, len(masters), hubUp, engine.Masters())
+			return "", nil, fmt.Errorf("lockproxy: %d of %d masters voting, pub/sub hub connected to %d, after 10s: %+v", up, len(addrs), hubUp, engine.Masters())
 		}
 	}
 }
