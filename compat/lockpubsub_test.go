@@ -157,8 +157,8 @@ func redissonFlow(t *testing.T, e *env, a, b, unlock, publish string) {
 	}
 	acquired := time.Since(start)
 	other.expect(wake, frame(true, kind, channel, "0"), "the RESP3 subscriber on the holder's proxy")
-	// The waiter's tryLock may reach a master before the unlock has
-	// run there (the message came from the fastest master): a quorum.
+	// The waiter's tryLock may reach a master before the unlock has run
+	// there (the message comes once a quorum of masters ran it): a quorum.
 	must(t, e.checkGranted(t, name, waiterID))
 	if latched {
 		// An unlock retried before Redisson deleted the latch (same

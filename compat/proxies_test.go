@@ -70,7 +70,10 @@ func startProxyAt(addrs []string, pc proxy.Config, custom []catalog.ScriptConfig
 	if err != nil {
 		return "", nil, err
 	}
-	hub, err := pubsub.New(pubsub.Config{Masters: qc.Masters, Publisher: engine, Logger: logger})
+	// As cmd/lockproxy: a message waits for a quorum of masters' copies,
+	// or node_timeout after its first.
+	hub, err := pubsub.New(pubsub.Config{Masters: qc.Masters, Publisher: engine, Logger: logger,
+		Quorum: engine.Q(), HoldBack: engine.Config().NodeTimeout})
 	if err != nil {
 		engine.Close()
 		return "", nil, err

@@ -13,18 +13,16 @@ import (
 // TestWokenWaiterFindsLockReleased: a Redisson waiter woken by the unlock's
 // message must find the lock released. On one Redis it always does: the
 // unlock script deletes the lock and publishes in one step. Through
-// lockproxy each master runs the unlock and publishes when it gets it, and
-// the waiter's hub delivers the first copy, from the fastest master. Here
+// lockproxy each master runs the unlock and publishes when it gets it. Here
 // the holder's proxy reaches 3 of the 5 masters over a link that delays its
-// commands by lag (well under node_timeout, so the unlock still succeeds):
-// the first copy comes from a master that ran the unlock while the other 3
-// still hold the lock, the waiter's tryLock is refused with the lock's
-// PTTL, and the 3 late copies are dropped as duplicates. Redisson then
-// sleeps for that PTTL (up to its 30s lease) on a lock that has been free
-// since lag after the unlock; Spring's waiter for its whole wait.
-//
-// It fails on lockproxy as of this commit (issue 14 item 1: pub/sub through
-// the quorum); see the branch's report.
+// commands by lag (under node_timeout, so the unlock succeeds). Were the
+// first copy delivered, from a master that ran the unlock while the other 3
+// still hold the lock, the waiter's tryLock would be refused with the
+// lock's PTTL, the 3 late copies dropped as duplicates, and Redisson would
+// sleep that PTTL (up to its 30s lease) on a lock free since lag after the
+// unlock; Spring's waiter its whole wait. The hub delivers a message once a
+// quorum of masters sent it (or node_timeout after the first copy), which
+// this test needs: without it, it fails.
 func TestWokenWaiterFindsLockReleased(t *testing.T) {
 	t.Parallel()
 	const lag = 150 * time.Millisecond
