@@ -84,6 +84,11 @@ func wokenWaiter(t *testing.T, e *env, a, b string, lag time.Duration) {
 		r := waiter.eval(tryLock, []string{name}, "30000", waiterID)
 		if r == "$-1\r\n" {
 			t.Logf("message %v after the unlock was sent; the waiter got the lock after %v", heard, time.Since(start))
+			must(t, e.checkGranted(t, name, waiterID))
+			if r := waiter.eval(unlock, []string{name, channel}, "0", "30000", waiterID, "publish"); r != ":1\r\n" {
+				t.Fatalf("waiter's unlock = %q, want 1", r)
+			}
+			must(t, e.checkGone(t, name))
 			return
 		}
 		if _, err := sub.read(2 * time.Second); err != nil {
