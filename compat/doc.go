@@ -4,13 +4,20 @@
 // redis-benchmark) through an in-process lockproxy in front of 5 real
 // redis-server masters, and check what the masters hold after each step.
 //
+// Waiters are woken across proxies: python-redis-lock's blocking acquire
+// (BLPOP), Redisson's and Spring Integration's pub/sub locks (their
+// commands, sent by a Go client) and node-redis and ioredis subscribers run
+// with the holder or publisher on one lockproxy and the waiter on another
+// on the same masters; every compat lockproxy has a pub/sub hub.
+//
 // The libraries that wait for lockproxy to understand scripts by what they
 // do (redis-semaphore, go-zero, Symfony Lock, @sesamecare-oss/redlock) run
 // against one plain redis-server (TestLibsPlainRedis), and through lockproxy
 // only with -tags analyzer (TestLibsThroughLockproxy).
 //
 // The package has no code of its own outside its tests. The Python, Node
-// and PHP scripts it runs live in python/, node/ and php/;
+// and PHP scripts it runs live in python/, node/ and php/ (python/vendor
+// holds python-redis-lock, which Debian does not package);
 // node/package-lock.json pins the npm packages, installed by the tests with
 // npm ci. A missing interpreter or package fails the suite with the command
 // that installs it.

@@ -18,6 +18,9 @@ import (
 // stdout and waits for "ok" on stdin:
 //
 //	CHECK held KEY TOKEN      KEY holds TOKEN on a quorum, then on every master
+//	CHECK granted KEY TOKEN   KEY holds TOKEN on a quorum, and nothing else on
+//	                          any master: a grant that raced a release made
+//	                          through another proxy (checkGranted)
 //	CHECK gone KEY            KEY is on no master
 //	CHECK pttl KEY LO HI      PTTL KEY is within [LO, HI] ms on a quorum
 //	CHECK keys PREFIX K1 K2…  every master holds exactly K1 K2… under PREFIX
@@ -89,13 +92,15 @@ func (e *env) runDriven(t *testing.T, timeout time.Duration, name string, args .
 
 func (e *env) checkpoint(t *testing.T, f []string) error {
 	t.Helper()
-	argc := map[string]int{"held": 2, "gone": 1, "pttl": 3, "shorten": 2}
+	argc := map[string]int{"held": 2, "granted": 2, "gone": 1, "pttl": 3, "shorten": 2}
 	if n, ok := argc[f[0]]; ok && len(f)-1 != n {
 		return fmt.Errorf("%s takes %d arguments", f[0], n)
 	}
 	switch f[0] {
 	case "held":
 		return e.checkHeld(t, f[1], f[2])
+	case "granted":
+		return e.checkGranted(t, f[1], f[2])
 	case "gone":
 		return e.checkGone(t, f[1])
 	case "pttl":

@@ -1,10 +1,7 @@
 package compat
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"regexp"
@@ -17,8 +14,6 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/redisproc"
 	"github.com/lockproxy/lockproxy/proxy"
-	"github.com/lockproxy/lockproxy/proxy/catalog"
-	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // nMasters is the size of the shared deployment; q its quorum.
@@ -132,84 +127,13 @@ func plainRedis(t *testing.T) *env {
 	return plain
 }
 
-// proxyFor starts a lockproxy of its own for t on the shared masters, with
-// pc's settings (DefaultTTL…) and custom scripts; it stops with t.
-func (e *env) proxyFor(t *testing.T, pc proxy.Config, custom []catalog.ScriptConfig) string {
+// ownRedis starts a plain redis-server for t alone, stopped with it: for
+// checks that send scripts the shared plain server must not see (its
+// MONITOR check) or change its settings (notify-keyspace-events).
+func ownRedis(t *testing.T) *env {
 	t.Helper()
-	addr, stop, err := startProxy(e.masters, pc, custom)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	return addr
-}
-
-// startProxy starts an in-process lockproxy on a free port of 127.0.0.1 in
-// front of masters, as cmd/lockproxy wires it, and returns once it has a
-// connection to every master.
-func startProxy(masters []*redisproc.Server, pc proxy.Config, custom []catalog.ScriptConfig) (addr string, stop func(), err error) {
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	cat, err := catalog.New(custom)
-	if err != nil {
-		return "", nil, err
-	}
-	var bodies []string
-	for _, s := range cat.Scripts() {
-		if s.Body != "" {
-			bodies = append(bodies, s.Body)
-		}
-	}
-	// node_timeout 250ms, not the default 50ms: the suite runs under -race
-	// beside the other packages' tests, node, python and redis-benchmark
-	// on 2 cores, where a writer goroutine can wait past 50ms to be
-	// scheduled. The suite checks what libraries see, not latency; a
-	// master that misses it still counts as no vote.
-	qc := quorum.Config{NodeTimeout: 250 * time.Millisecond, MaxTTL: time.Minute, Scripts: bodies, Logger: logger}
-	for _, m := range masters {
-		qc.Masters = append(qc.Masters, m.Addr)
-	}
-	engine, err := quorum.New(qc)
-	if err != nil {
-		return "", nil, err
-	}
-	pc.Engine, pc.Catalog, pc.Logger, pc.Version = engine, cat, logger, "compat-test"
-	srv, err := proxy.New(pc)
-	if err != nil {
-		engine.Close()
-		return "", nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		engine.Close()
-		return "", nil, err
-	}
-	served := make(chan struct{})
-	go func() { srv.Serve(ln); close(served) }()
-	stop = func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-served
-		engine.Close()
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		up := 0
-		for _, m := range engine.Masters() {
-			if m.Voting() {
-				up++
-			}
-		}
-		if up == len(masters) {
-			return ln.Addr().String(), stop, nil
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return "", nil, fmt.Errorf("lockproxy: %d of %d masters voting after 10s: %+v", up, len(masters), engine.Masters())
-		}
-	}
+	m := redisproc.ForTest(t, 1)
+	return &env{masters: m, addr: m[0].Addr, quorum: 1}
 }
 
 // prefixOf is the key prefix of test t: every key a test locks starts with
@@ -327,6 +251,25 @@ func (e *env) checkHeld(t *testing.T, key, token string) error {
 	}
 	if !poll(func() bool { return count(e.values(t, key), is) == len(e.masters) }) {
 		return fmt.Errorf("%s = %q on fewer than all %d healthy masters: %q", key, token, len(e.masters), e.values(t, key))
+	}
+	return nil
+}
+
+// checkGranted is checkHeld for a grant that may have raced a release made
+// through another proxy: a quorum holds key with token, and no master
+// holds anything else once the release has run everywhere. The masters
+// that the release had not reached when the grant arrived refused it, so
+// such a lock may stay on a quorum only (a safe grant, as Redlock's).
+func (e *env) checkGranted(t *testing.T, key, token string) error {
+	t.Helper()
+	mine := func(v string) bool { return v == token }
+	if got := e.values(t, key); count(got, mine) < e.quorum {
+		return fmt.Errorf("%s = %q on %d masters, want a quorum (%d): %q", key, token, count(got, mine), e.quorum, got)
+	}
+	if !poll(func() bool {
+		return count(e.values(t, key), func(v string) bool { return v != token && v != "(nil)" }) == 0
+	}) {
+		return fmt.Errorf("%s held by another than %q on some master: %q", key, token, e.values(t, key))
 	}
 	return nil
 }

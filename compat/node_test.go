@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/proxy"
 )
 
 // nodeDir holds package.json, the committed package-lock.json and the
@@ -109,6 +111,40 @@ func TestNodeIORedisLock(t *testing.T) {
 	setup(t).runNode(t, "ioredis_lock.js")
 }
 
+// TestNodePubSub: node-redis 5.12 (RESP2, its default, and RESP: 3) and
+// ioredis 5 (RESP2) subscribers on one lockproxy, publishers on another on
+// the same masters (node/pubsub.js): SUBSCRIBE, PSUBSCRIBE and SSUBSCRIBE
+// get each message once and in order, PUBLISH's receiver counts,
+// UNSUBSCRIBE, and keyspace notifications (CONFIG SET
+// notify-keyspace-events on both proxies) of a lock taken, released and
+// left to expire through the publisher's proxy. "plain" runs the same
+// driver against one redis-server. node-redis 6 (RESP3 by default) needs
+// node 20, newer than Debian 12's 18: not run.
+func TestNodePubSub(t *testing.T) {
+	t.Parallel()
+	requireNodeModules(t)
+	e := setup(t)
+	sub := e.proxyFor(t, proxy.Config{}, nil)
+	pub := e.proxyFor(t, proxy.Config{}, nil)
+	for _, lib := range []string{"node-redis5", "node-redis5-resp3", "ioredis"} {
+		t.Run(lib+"/lockproxy", func(t *testing.T) {
+			t.Parallel()
+			e.runPubSubJS(t, sub, pub, lib)
+		})
+		t.Run(lib+"/plain", func(t *testing.T) {
+			t.Parallel()
+			p := ownRedis(t)
+			p.runPubSubJS(t, p.addr, p.addr, lib)
+		})
+	}
+}
+
+func (e *env) runPubSubJS(t *testing.T, sub, pub, lib string) {
+	t.Helper()
+	e.runDriven(t, 30*time.Second, "node", filepath.Join(nodeDir, "pubsub.js"), port(sub), port(pub), prefixOf(t), lib)
+	must(t, e.checkKeys(t, prefixOf(t)))
+}
+
 // TestNodeLockfileCommitted: the suite installs exactly what the committed
 // lock file pins, so it must list every package at an exact version.
 func TestNodeLockfileCommitted(t *testing.T) {
@@ -117,7 +153,8 @@ func TestNodeLockfileCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pkg := range []string{`"node_modules/redlock"`, `"node_modules/ioredis-lock"`, `"node_modules/ioredis"`,
-		`"node_modules/redis-semaphore"`, `"node_modules/@sesamecare-oss/redlock"`} {
+		`"node_modules/redis-semaphore"`, `"node_modules/@sesamecare-oss/redlock"`,
+		`"node_modules/redis"`} {
 		if !strings.Contains(string(b), pkg) {
 			t.Errorf("package-lock.json does not pin %s", pkg)
 		}
