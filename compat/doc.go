@@ -10,10 +10,10 @@
 // with the holder or publisher on one lockproxy and the waiter on another
 // on the same masters; every compat lockproxy has a pub/sub hub.
 //
-// The libraries that wait for lockproxy to understand scripts by what they
-// do (redis-semaphore, go-zero, Symfony Lock, @sesamecare-oss/redlock) run
-// against one plain redis-server (TestLibsPlainRedis), and through lockproxy
-// only with -tags analyzer (TestLibsThroughLockproxy).
+// The libraries whose scripts lockproxy understands by what they do
+// (redis-semaphore, go-zero, Symfony Lock, @sesamecare-oss/redlock) run
+// against one plain redis-server (TestLibsPlainRedis) and through
+// lockproxy (TestLibsThroughLockproxy).
 //
 // The package has no code of its own outside its tests. The Python, Node
 // and PHP scripts it runs live in python/, node/ and php/ (python/vendor
