@@ -3,6 +3,7 @@ package proxy
 import (
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
@@ -47,6 +48,16 @@ func cmdBlockingPop(s *Server, c *client, args [][]byte) {
 		c.errorf("%s", msg)
 		return
 	}
+	if n := len(args) - 2; n > maxBlockKeys {
+		c.errorf("ERR %s through lockproxy waits on at most %d lists (got %d): each wake-up pops from every one on every master", strings.ToUpper(string(args[0])), maxBlockKeys, n)
+		return
+	}
+	if len(c.slots) > 0 {
+		// The replies (and events) of the commands before it go out
+		// first, as on Redis: it runs first in a pipeline of its own.
+		c.barrier = true
+		return
+	}
 	lc := c.conn
 	b := &blocker{lc: lc, right: args[0][1] == 'r' || args[0][1] == 'R'}
 	for _, k := range args[1 : len(args)-1] {
@@ -65,7 +76,13 @@ func cmdBlockingPop(s *Server, c *client, args [][]byte) {
 	b.pop()
 }
 
-// parseBlockTimeout reads BLPOP's timeout in seconds, as Redis does.
+// maxBlockKeys bounds the lists of one BLPOP: a pop round runs one LPOP
+// per list on every master, for every waiter woken. Lock libraries wait
+// on one.
+const maxBlockKeys = 64
+
+// parseBlockTimeout reads BLPOP's timeout in seconds, as Redis does (in
+// whole milliseconds, rounded up: a tiny timeout is 1ms, not none).
 func parseBlockTimeout(arg []byte) (time.Duration, string) {
 	f, err := strconv.ParseFloat(string(arg), 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
@@ -74,10 +91,11 @@ func parseBlockTimeout(arg []byte) (time.Duration, string) {
 	if f < 0 {
 		return 0, "ERR timeout is negative"
 	}
-	if f*float64(time.Second) > float64(math.MaxInt64/2) {
+	ms := math.Ceil(f * 1000)
+	if ms*float64(time.Millisecond) > float64(math.MaxInt64/2) {
 		return 0, "ERR timeout is out of range"
 	}
-	return time.Duration(f * float64(time.Second)), ""
+	return time.Duration(ms) * time.Millisecond, ""
 }
 
 // pop starts a round, or marks that one is wanted after the running one.
@@ -112,12 +130,12 @@ func (b *blocker) roundDone() {
 	case b.done:
 	case out != nil:
 		b.finish(out)
+	case b.deadline != 0 && evloop.Now() >= b.deadline:
+		b.finish(appendNullArray(nil, resp3))
 	case b.again:
 		b.again = false
 		b.pop()
-	case b.deadline != 0 && evloop.Now() >= b.deadline:
-		b.finish(appendNullArray(nil, resp3))
-	default:
+	case b.deadline != 0:
 		b.lc.f.alarm.At(b.deadline) // block until a push or the timeout
 	}
 }

@@ -54,10 +54,11 @@ type clientConn struct {
 	// Pub/sub (pushes.go): what the hub delivered, not yet taken by the
 	// loop (push) and taken but not yet framed (pushed); since when the
 	// unwritten output is over the soft limit.
-	push      pushQueue
-	pushed    []pubsub.Message
-	softSince int64
-	blk       *blocker // a BLPOP this connection is blocked in
+	push       pushQueue
+	pushed     []pubsub.Message
+	pushedSize int64 // their framed size, about
+	softSince  int64
+	blk        *blocker // a BLPOP this connection is blocked in
 }
 
 func newClientConn(f *front, t transport, addr string) *clientConn {
@@ -204,6 +205,13 @@ func (lc *clientConn) pipeline(data []byte) {
 		}
 		if len(lc.args) > 0 {
 			s.command(c, lc.args)
+		}
+		if c.barrier {
+			// A BLPOP after other commands: it runs once their replies
+			// are out, first in the next pipeline.
+			c.barrier = false
+			lc.rest = append([]byte(nil), start...)
+			break
 		}
 		if c.blocking {
 			// A BLPOP blocks: the rest of the pipeline runs once it is

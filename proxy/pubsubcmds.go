@@ -77,6 +77,10 @@ func cmdSubscribe(s *Server, c *client, args [][]byte) {
 	}
 	if !k.unsub {
 		for _, ch := range args[1:] {
+			if len(ch) > maxChannelName {
+				c.errorf("ERR channel or pattern name of %d bytes is longer than lockproxy's limit of %d bytes", len(ch), maxChannelName)
+				continue
+			}
 			count, err := hub.Subscribe(c.conn, k.kind, string(ch))
 			if err != nil {
 				c.errorf("%s", subscribeError(err, ch))
@@ -103,10 +107,18 @@ func cmdSubscribe(s *Server, c *client, args [][]byte) {
 	}
 	for _, ch := range names {
 		count := hub.Unsubscribe(c.conn, k.kind, string(ch))
+		// After Unsubscribe no message of ch is delivered: those before
+		// it go out before its confirmation, as on one Redis.
+		c.pushesFirst()
 		c.setSubs(k.kind, count)
 		confirm(ch, count)
 	}
 }
+
+// maxChannelName bounds a channel or pattern name: each is kept by the hub
+// and by every master, and sent again on every reconnection. Lock
+// libraries' channels are lock names with a prefix.
+const maxChannelName = 4096
 
 // subscribeWait bounds how long a subscription's confirmation waits for
 // the masters' (awaitConfirmed): it is reached only when fewer than a
@@ -144,14 +156,16 @@ func (s *Server) learnExpiry(c *client, ch []byte) {
 	if !ok || len(key) == 0 || !s.cfg.Hub.KeyspaceOn() || c.conn == nil {
 		return
 	}
-	hub, loop := s.cfg.Hub, c.conn.f.loop
+	hub, loop, held := s.cfg.Hub, c.conn.f.loop, c.w
 	var r *quorum.Request
+	held.Hold() // the client's pipeline waits for the read: no flood of them
 	w := quorum.NewWaiterFunc(func() {
 		loop.Post(func() {
 			if rep, err := r.Result(); err == nil && rep.Type == resp.Integer && rep.Int > 0 {
 				hub.ScheduleExpiryIfNone(string(key), time.Duration(rep.Int)*time.Millisecond)
 			}
 			r.Release()
+			held.Unhold()
 		})
 	})
 	key = append([]byte(nil), key...)
@@ -203,6 +217,10 @@ func cmdPublish(s *Server, c *client, args [][]byte) {
 		c.errorf(errNoHub)
 		return
 	}
+	if len(args[1]) > maxChannelName {
+		c.errorf("ERR channel name of %d bytes is longer than lockproxy's limit of %d bytes", len(args[1]), maxChannelName)
+		return
+	}
 	if hub.Reserved(string(args[1])) {
 		c.errorf("ERR channel '%s' is reserved for lockproxy's own events; pick another channel name", clip(args[1]))
 		return
@@ -236,8 +254,8 @@ func (s *Server) renderPublished(out []byte, sl *slot) []byte {
 // no name, authenticated again if a password is required).
 func cmdReset(s *Server, c *client, args [][]byte) {
 	if c.subs > 0 && s.cfg.Hub != nil && c.conn != nil {
+		s.cfg.Hub.Remove(c.conn) // then nothing more is delivered
 		c.pushesFirst()
-		s.cfg.Hub.Remove(c.conn)
 		c.chanSubs, c.shardSubs, c.subs = 0, 0, 0
 	}
 	c.resp3 = false

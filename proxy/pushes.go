@@ -67,6 +67,11 @@ func (lc *clientConn) takePushes() {
 		return
 	}
 	if lc.busy || lc.awaitScript || lc.rest != nil {
+		// Held until the pipeline's replies are out; they count against
+		// the hard limit meanwhile (a RESP3 subscriber blocked in BLPOP).
+		if int64(len(lc.out)-lc.outOff)+lc.pushedSize > lc.f.s.cfg.PubSubHardLimit {
+			lc.pushOverflow("client-output-buffer-limit pubsub hard limit")
+		}
 		return
 	}
 	lc.out = lc.framePushes(lc.out)
@@ -87,6 +92,9 @@ func (lc *clientConn) collectPushes() (over bool) {
 	q.mu.Unlock()
 	if !lc.closed {
 		lc.pushed = append(lc.pushed, msgs...)
+		for i := range msgs {
+			lc.pushedSize += pushSize(&msgs[i])
+		}
 	}
 	return over
 }
@@ -99,7 +107,7 @@ func (lc *clientConn) framePushes(b []byte) []byte {
 		b = appendMessage(b, &lc.pushed[i], resp3)
 		lc.pushed[i] = pubsub.Message{}
 	}
-	lc.pushed = lc.pushed[:0]
+	lc.pushed, lc.pushedSize = lc.pushed[:0], 0
 	if cap(lc.pushed) > 1024 {
 		lc.pushed = nil
 	}

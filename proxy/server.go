@@ -214,6 +214,7 @@ type client struct {
 	// commands after it run once it is answered.
 	conn     *clientConn
 	blocking bool
+	barrier  bool // a BLPOP waits for the commands before it (blocking.go)
 	// Subscriptions, as the last confirmation counted them: channels and
 	// patterns, shard channels, and their sum (RESP2 subscribed mode
 	// while > 0).

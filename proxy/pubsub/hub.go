@@ -83,6 +83,11 @@ type Hub struct {
 	holdq     []*entry    // every held message, by deadline (hold.go)
 	heldBytes int64       // what they keep
 	holdTimer *time.Timer // fires at the earliest deadline
+	// leaving: subscriptions the hub dropped whose UNSUBSCRIBE a master
+	// (bit i) has not confirmed yet; that master may still count the hub
+	// as a receiver (receivers.go). Cleared by the confirmation or by the
+	// connection's end; at most maxLeaving names.
+	leaving map[recKey]uint16
 }
 
 type recKey struct {
@@ -117,6 +122,7 @@ func New(cfg Config) (*Hub, error) {
 	h := &Hub{
 		cfg:       cfg,
 		recs:      map[recKey]*record{},
+		leaving:   map[recKey]uint16{},
 		patterns:  map[string]*record{},
 		kspats:    map[string]*record{},
 		subs:      map[Subscriber]*subState{},
@@ -286,11 +292,23 @@ func (h *Hub) unsubscribe(s Subscriber, st *subState, k recKey) {
 	h.dd.dropRecord(r)
 	h.dropHeld(r)
 	if !r.local {
-		for _, m := range h.masters {
+		var up uint16
+		for i, m := range h.masters {
 			m.send(unsubCmd[k.kind], k.name)
+			if m.conn != nil {
+				up |= 1 << i
+			}
+		}
+		if up != 0 && (len(h.leaving) < maxLeaving || h.leaving[k] != 0) {
+			h.leaving[k] |= up
 		}
 	}
 }
+
+// maxLeaving bounds Hub.leaving. Beyond it a dropped subscription is
+// forgotten at once: PUBLISH's count may then include the hub itself
+// until its masters confirm, as it would without the table.
+const maxLeaving = 1 << 16
 
 func (st *subState) count(kind Kind) int {
 	if kind == Shard {

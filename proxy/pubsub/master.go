@@ -298,7 +298,11 @@ func (h *Hub) onPush(i int, p resp.Reply, oversize bool) {
 // confirm records that master i now does (or no longer does) send the
 // messages of a subscription: only a confirmed master owes dedup a copy.
 func (h *Hub) confirm(i int, kind Kind, name []byte, on bool) {
-	r := h.recs[recKey{kind, string(name)}]
+	k := recKey{kind, string(name)}
+	if !on {
+		h.leftOn(i, k)
+	}
+	r := h.recs[k]
 	if r == nil {
 		return
 	}
@@ -310,11 +314,26 @@ func (h *Hub) confirm(i int, kind Kind, name []byte, on bool) {
 	}
 }
 
+// leftOn records that master i no longer counts the dropped
+// subscription k. h.mu is held.
+func (h *Hub) leftOn(i int, k recKey) {
+	if b, ok := h.leaving[k]; ok {
+		if b &^= 1 << i; b == 0 {
+			delete(h.leaving, k)
+		} else {
+			h.leaving[k] = b
+		}
+	}
+}
+
 // masterDown forgets what master i was subscribed to and what it owed:
 // what it publishes after it is back is new (it lost the rest).
 func (h *Hub) masterDown(i int) {
 	for _, r := range h.recs {
 		r.confirmed &^= 1 << i
+	}
+	for k := range h.leaving {
+		h.leftOn(i, k)
 	}
 	h.dd.masterDown(i)
 }

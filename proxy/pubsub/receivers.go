@@ -13,15 +13,20 @@ package pubsub
 //
 // where local is what Redis would answer on this proxy (the local
 // subscribers of the channel plus, per matching pattern, its local
-// subscribers) and own[i] is this hub's part of replies[i] (one for the
-// channel, one per matching pattern, where confirmed on master i). The
+// subscribers) and own[i] is this hub's part of replies[i]: one for the
+// channel, one per matching pattern, where master i may count it. That is
+// where the hub's subscription is confirmed, and also where it is not
+// confirmed yet but the connection is up (the master may have processed
+// the SUBSCRIBE before the hub read its answer), and where a dropped
+// subscription's UNSUBSCRIBE is not confirmed yet (Hub.leaving). The
 // maximum, not a sum, because every master counts the same remote
 // receivers. The answer is exact for the proxy's own subscribers and for
 // direct ones; each other proxy counts as one per matching subscription,
 // not as its number of clients: it is 0 exactly when nobody on the master
-// set will get the message (what callers test), and, but for
-// subscriptions changing meanwhile, never more than the true count. It can
-// be low by the receivers only a master that did not answer knows of.
+// set will get the message (what callers test), and never more than the
+// true count; while this hub's subscriptions change it may be low by one
+// per changing subscription. It can be low by the receivers only a master
+// that did not answer knows of.
 func (h *Hub) Receivers(kind Kind, channel string, replies []int64) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -32,19 +37,34 @@ func (h *Hub) Receivers(kind Kind, channel string, replies []int64) int64 {
 		if r.local {
 			return
 		}
-		for i := range h.masters {
-			if r.confirmed&(1<<i) != 0 {
+		for i, m := range h.masters {
+			if r.confirmed&(1<<i) != 0 || m.conn != nil {
 				own[i]++
 			}
 		}
 	}
-	if r := h.recs[recKey{kind, channel}]; r != nil && !r.internal {
+	leaving := func(k recKey) {
+		b := h.leaving[k]
+		for i := range h.masters {
+			if b&(1<<i) != 0 {
+				own[i]++
+			}
+		}
+	}
+	k := recKey{kind, channel}
+	if r := h.recs[k]; r != nil && !r.internal {
 		add(r)
 	}
+	leaving(k)
 	if kind == Channel {
 		for p, r := range h.patterns {
 			if Match(p, channel) {
 				add(r)
+			}
+		}
+		for lk := range h.leaving {
+			if lk.kind == Pattern && Match(lk.name, channel) {
+				leaving(lk)
 			}
 		}
 	}
