@@ -56,10 +56,13 @@ func busySubscriber(t *testing.T, blocked bool) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
-	if !strings.Contains(infoOf(t, a, "pubsub"), "pubsub_output_limit_closes:1\r\n") {
-		t.Fatalf("a subscriber holding 24 MiB of undelivered messages (hard limit 1 MiB) was not disconnected; INFO pubsub:\n%s",
-			infoOf(t, a, "pubsub"))
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(infoOf(t, a, "pubsub"), "pubsub_output_limit_closes:1\r\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a subscriber holding 24 MiB of undelivered messages (hard limit 1 MiB) was not disconnected; INFO pubsub:\n%s",
+				infoOf(t, a, "pubsub"))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -85,7 +88,7 @@ func TestRepliesBeforeBLPOPNotHeld(t *testing.T) {
 	rc.conn.Write([]byte("*1\r\n$4\r\nPING\r\n*3\r\n$5\r\nBLPOP\r\n$5\r\nempty\r\n$1\r\n3\r\n"))
 	start := time.Now()
 	f, err := rc.frame(5 * time.Second)
-	if err != nil || f != "+PONG\r\n" || time.Since(start) > 500*time.Millisecond {
+	if err != nil || f != "+PONG\r\n" || time.Since(start) > 2*time.Second {
 		t.Fatalf("PING before a BLPOP answered %q %v after %v, want +PONG at once", f, err, time.Since(start))
 	}
 }
@@ -117,8 +120,8 @@ func TestReleaseEventNotHeldByBLPOP(t *testing.T) {
 	select {
 	case at := <-done:
 		t.Logf("waiter woken %v after the release", at.Sub(start))
-	case <-time.After(time.Second):
-		t.Fatalf("the waiter on the other proxy was not woken within 1s of a release that a quorum decided (its event waits for the releaser's next BLPOP)")
+	case <-time.After(2 * time.Second):
+		t.Fatalf("the waiter on the other proxy was not woken within 2s of a release that a quorum decided (its event waits for the releaser's next BLPOP)")
 	}
 }
 
@@ -319,66 +322,36 @@ func TestSubscriptionNamesBounded(t *testing.T) {
 	}
 }
 
-// TestKeyspaceSubscribeFloodHeld: subscribing a keyspace channel reads
-// its key's PTTL through the quorum (to notify its expiry). The client's
-// pipeline waits for that read, so a client that subscribes and
-// unsubscribes 5,000 keyspace channels per round trip cannot queue tens of
-// thousands of reads on every master ahead of other clients' locks.
-func TestKeyspaceSubscribeFloodHeld(t *testing.T) { keyspaceFlood(t, "KEA") }
-
-// TestKeyspaceSubscribeFloodControl: the same loop with keyspace
-// notifications off (no reads) leaves the locks alone.
-func TestKeyspaceSubscribeFloodControl(t *testing.T) { keyspaceFlood(t, "") }
-
-func keyspaceFlood(t *testing.T, ks string) {
-	a := startHubFront(t, redisproc.ForTest(t, 3), ks)
-	sub := []string{"SUBSCRIBE"}
-	for i := 0; i < 5000; i++ {
-		sub = append(sub, fmt.Sprintf("__keyspace@0__:lock:%d", i))
-	}
-	cmd := resp.AppendCommandString(nil, sub...)
-	cmd = resp.AppendCommandString(cmd, "UNSUBSCRIBE")
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for c := 0; c < 2; c++ {
-		rc := a.respConn()
-		wg.Go(func() {
-			go func() { // read and drop the confirmations
-				buf := make([]byte, 1<<20)
-				for {
-					if _, err := rc.conn.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := rc.conn.Write(cmd); err != nil {
-					return
-				}
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
-	defer func() { close(stop); wg.Wait() }()
-	time.Sleep(300 * time.Millisecond)
-	ctx := context.Background()
-	cl := a.client()
-	var failed int
-	var worst time.Duration
-	for i := 0; i < 20; i++ {
-		start := time.Now()
-		if err := cl.SetNX(ctx, fmt.Sprintf("victim:%d", i), "t", 10*time.Second).Err(); err != nil {
-			failed++
+// TestKeyspaceSubscribeHoldsPipeline: subscribing a keyspace channel
+// reads its key's PTTL through the quorum (to notify its expiry). The
+// client's pipeline waits for that read, so a client that subscribes and
+// unsubscribes keyspace channels in a loop cannot queue reads on every
+// master ahead of other clients' locks: at most one command's reads are
+// in flight per client. With two of three masters paused the read takes
+// node_timeout (250ms) to fail, and the PING sent right behind the
+// SUBSCRIBE must not be answered before it.
+func TestKeyspaceSubscribeHoldsPipeline(t *testing.T) {
+	masters := redisproc.ForTest(t, 3)
+	a := startHubFront(t, masters, "KEA")
+	rc := a.respConn()
+	for _, m := range masters[1:] {
+		if err := m.Pause(); err != nil {
+			t.Fatal(err)
 		}
-		worst = max(worst, time.Since(start))
-		time.Sleep(10 * time.Millisecond)
+		defer m.Resume()
 	}
-	if failed > 0 || worst > 500*time.Millisecond {
-		t.Fatalf("another client's SET NX while keyspace channels are subscribed in a loop: %d of 20 failed, slowest %v", failed, worst)
+	cmd := resp.AppendCommandString(nil, "SUBSCRIBE", "__keyspace@0__:lock:k")
+	cmd = resp.AppendCommandString(cmd, "PING")
+	start := time.Now()
+	rc.conn.Write(cmd)
+	if f := rc.mustFrame(5 * time.Second); !strings.HasPrefix(f, "*3\r\n$9\r\nsubscribe\r\n") {
+		t.Fatalf("SUBSCRIBE answered %q", f)
+	}
+	f := rc.mustFrame(5 * time.Second)
+	if took := time.Since(start); took < 200*time.Millisecond {
+		t.Fatalf("PING answered %q %v after a keyspace SUBSCRIBE whose PTTL read waits node_timeout (250ms): the read is not holding the pipeline", f, took)
+	}
+	if f != pushFrame(false, "pong", "") {
+		t.Fatalf("PING in subscribed mode answered %q", f)
 	}
 }

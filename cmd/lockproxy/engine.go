@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 
+	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/proxy/ops"
@@ -12,7 +13,7 @@ import (
 // engineConfig is the [quorum] section as quorum.Config: the masters,
 // their credentials and dialer (counted by the metrics), the catalog's
 // scripts to load on every master connection, and the metrics' hooks.
-func engineConfig(cfg *fileConfig, scripts *catalog.Catalog, dial proxy.DialFunc, pm *ops.Metrics, logger *slog.Logger) quorum.Config {
+func engineConfig(cfg *fileConfig, loop *evloop.Loop, scripts *catalog.Catalog, dial proxy.DialFunc, pm *ops.Metrics, logger *slog.Logger) quorum.Config {
 	var bodies []string
 	for _, sc := range scripts.Scripts() {
 		if sc.Body != "" {
@@ -22,6 +23,7 @@ func engineConfig(cfg *fileConfig, scripts *catalog.Catalog, dial proxy.DialFunc
 	q := cfg.Quorum
 	qcfg := quorum.Config{
 		Masters:        q.Masters,
+		Loop:           loop,
 		NodeTimeout:    q.NodeTimeout.Duration,
 		MaxTTL:         q.MaxTTL.Duration,
 		QueueLimit:     q.QueueLimit,

@@ -5,24 +5,41 @@
 //	          [-log-level debug|info|warn|error] [-log-format text|json]
 //	          [-cpuprofile file] [-version]
 //
-// Wiring only: decode the config, build the engine and the front end,
-// serve, and shut down on SIGTERM/SIGINT. Exit status: 0 after a clean
+// Wiring only: decode the config, start the event loop, build the engine
+// and the front end on it, serve, and shut down on SIGTERM/SIGINT. Exit status: 0 after a clean
 // shutdown, 1 when serving failed, 2 for a usage or configuration problem
 // (including a listen address that cannot be bound).
 package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
+
+// newLoop starts the event loop where there is one (Linux epoll);
+// elsewhere nil: the engine uses a goroutine per master connection and the
+// front end a loop of its own.
+func newLoop(logger *slog.Logger) (*evloop.Loop, error) {
+	if !evloop.Supported {
+		return nil, nil
+	}
+	l, err := evloop.New(logger)
+	if err != nil {
+		return nil, fmt.Errorf("starting the event loop: %w", err)
+	}
+	return l, nil
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -80,8 +97,19 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 
+	// One event loop for the client connections and the master
+	// connections: the front end and the engine share it, and it stops
+	// last, after both.
+	loop, err := newLoop(logger)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if loop != nil {
+		defer loop.Close()
+	}
+
 	pm := newMetrics(cfg.Quorum.Masters)
-	engine, err := quorum.New(engineConfig(&cfg, scripts, tm.masterDial, pm, logger))
+	engine, err := quorum.New(engineConfig(&cfg, loop, scripts, tm.masterDial, pm, logger))
 	if err != nil {
 		return fail("config: %v", err)
 	}
@@ -98,7 +126,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		defer hub.Close() // after the clients: serve shuts the server down first
 	}
 
-	srv, err := proxy.New(serverConfig(&cfg, engine, hub, scripts, pm, logger, a.configFile))
+	srv, err := proxy.New(serverConfig(&cfg, loop, engine, hub, scripts, pm, logger, a.configFile))
 	if err != nil {
 		return fail("config: %v", err)
 	}

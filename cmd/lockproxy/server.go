@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 
+	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/proxy/ops"
@@ -13,9 +14,10 @@ import (
 // serverConfig is the front end's part of the config as proxy.Config,
 // wired to the engine, the hub (nil: pub/sub off), the catalog and the
 // metrics.
-func serverConfig(cfg *fileConfig, engine *quorum.Engine, hub *pubsub.Hub, scripts *catalog.Catalog, pm *ops.Metrics, logger *slog.Logger, configFile string) proxy.Config {
+func serverConfig(cfg *fileConfig, loop *evloop.Loop, engine *quorum.Engine, hub *pubsub.Hub, scripts *catalog.Catalog, pm *ops.Metrics, logger *slog.Logger, configFile string) proxy.Config {
 	hard, soft, softFor := pubsubLimits(cfg.PubSub)
 	return proxy.Config{
+		Loop:            loop,
 		Hub:             hub,
 		PubSubHardLimit: hard,
 		PubSubSoftLimit: soft,
