@@ -57,8 +57,8 @@ func (r *Request) slotKey() []byte {
 // supersede is told of every request dispatched: an acquisition marks the
 // failed acquisitions waiting on its key whose token it may write.
 func (e *Engine) supersede(w *Request) {
-	if w.kind != Acquire && w.kind != AcquireOrExtend {
-		return // creates no key holding a token
+	if w.kind != Acquire && w.kind != AcquireOrExtend && w.kind != Extend {
+		return // neither creates nor counts a key holding a token
 	}
 	key := w.slotKey()
 	if key == nil {
@@ -130,7 +130,13 @@ func (w *Request) resolveSups(i int) {
 	var wrote bool
 	switch w.state[i] {
 	case replied, ignored:
-		wrote = w.applied(i)
+		if w.kind == Extend {
+			// An extend that found the token there counts it: the
+			// late undo must not delete a copy a granted extend relies on.
+			wrote = w.yesFrom[i]
+		} else {
+			wrote = w.applied(i)
+		}
 	case notApplied:
 	default: // lost: it may have
 		wrote = true
