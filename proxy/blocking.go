@@ -82,21 +82,27 @@ func cmdBlockingPop(s *Server, c *client, args [][]byte) {
 const maxBlockKeys = 64
 
 // parseBlockTimeout reads BLPOP's timeout in seconds, as Redis does (in
-// whole milliseconds, rounded up: a tiny timeout is 1ms, not none).
+// whole milliseconds, rounded up: a tiny timeout is 1ms, not none). Redis
+// 7.0 answers "timeout is negative" to inf and to any timeout whose
+// milliseconds overflow a long long; one over lockproxy's clock range (a
+// few centuries) waits as long as that, which is forever to a client.
 func parseBlockTimeout(arg []byte) (time.Duration, string) {
 	f, err := strconv.ParseFloat(string(arg), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+	if err != nil || math.IsNaN(f) {
 		return 0, "ERR timeout is not a float or out of range"
 	}
-	if f < 0 {
+	ms := math.Ceil(f * 1000)
+	if ms < 0 || ms >= math.MaxInt64 { // ceil(-0.0001s) is 0ms: forever, as on Redis
 		return 0, "ERR timeout is negative"
 	}
-	ms := math.Ceil(f * 1000)
-	if ms*float64(time.Millisecond) > float64(math.MaxInt64/2) {
-		return 0, "ERR timeout is out of range"
+	if maxMS := float64(maxBlockTimeout / time.Millisecond); ms > maxMS {
+		ms = maxMS
 	}
 	return time.Duration(ms) * time.Millisecond, ""
 }
+
+// maxBlockTimeout is the longest BLPOP timeout kept as given.
+const maxBlockTimeout = time.Duration(math.MaxInt64 / 4)
 
 // pop starts a round, or marks that one is wanted after the running one.
 func (b *blocker) pop() {

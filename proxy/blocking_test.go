@@ -148,7 +148,11 @@ func TestBLPOPReplies(t *testing.T) {
 		{[]string{"BRPOP", "sig", "1"}, "*2\r\n" + bulk("sig") + bulk("last")},
 		{[]string{"BLPOP", "sig", "x"}, "-ERR timeout is not a float or out of range\r\n"},
 		{[]string{"BLPOP", "sig", "-1"}, "-ERR timeout is negative\r\n"},
-		{[]string{"BLPOP", "sig", "inf"}, "-ERR timeout is not a float or out of range\r\n"},
+		// redis-server 7.0.15's replies: inf and an overflowing timeout are
+		// "negative" there (its milliseconds overflow), nan is not a float.
+		{[]string{"BLPOP", "sig", "inf"}, "-ERR timeout is negative\r\n"},
+		{[]string{"BLPOP", "sig", "1e20"}, "-ERR timeout is negative\r\n"},
+		{[]string{"BLPOP", "sig", "nan"}, "-ERR timeout is not a float or out of range\r\n"},
 		{[]string{"BLPOP", "sig"}, "-ERR wrong number of arguments for 'blpop' command\r\n"},
 	} {
 		rc.send(c.args...)
