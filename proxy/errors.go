@@ -89,6 +89,8 @@ func missText(err error) string {
 		return "its counters are not restored yet since it lost its data, so it does not vote on counters (it does on locks once its quarantine ends; INFO quorum shows counters=pending)"
 	case errors.Is(err, quorum.ErrNodeTimeout):
 		return "no reply within node_timeout"
+	case errors.Is(err, quorum.ErrValidityTimeout):
+		return "no reply before the lock's validity ran out (its TTL minus the clock drift allowance, shorter than node_timeout): give it a longer TTL"
 	case errors.Is(err, quorum.ErrQueueFull):
 		return "queue full (the master is too slow to keep up; queue_limit)"
 	}

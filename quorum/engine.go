@@ -212,6 +212,7 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	dl := now + int64(timeout)
 	r.mu.Lock()
 	r.inDispatch = true
+	r.shortDL = timeout < e.cfg.NodeTimeout
 	r.mu.Unlock()
 	r.deadline.Store(dl) // after inDispatch: an expiry now is finished by us
 	e.timers.push(r, dl)

@@ -54,11 +54,14 @@ func (r *Request) slotKey() []byte {
 	return nil
 }
 
-// supersede is told of every request dispatched: an acquisition marks the
-// failed acquisitions waiting on its key whose token it may write.
+// supersede is told of every request dispatched: an acquisition or an
+// extension marks the failed acquisitions waiting on its key whose token it
+// may write or count, and a release of a known token those whose token it
+// deletes.
 func (e *Engine) supersede(w *Request) {
-	if w.kind != Acquire && w.kind != AcquireOrExtend && w.kind != Extend {
-		return // neither creates nor counts a key holding a token
+	clears := w.kind == Release && w.token != nil
+	if !clears && w.kind != Acquire && w.kind != AcquireOrExtend && w.kind != Extend {
+		return // neither creates, counts nor deletes a key holding the token
 	}
 	key := w.slotKey()
 	if key == nil {
@@ -68,7 +71,14 @@ func (e *Engine) supersede(w *Request) {
 	s := e.slots.of(key)
 	s.mu.Lock()
 	for _, q := range s.waiting {
-		if w.token == nil || bytes.Equal(w.token, q.undoToken) {
+		match := w.token == nil || bytes.Equal(w.token, q.undoToken)
+		if clears {
+			// Only where the release surely deletes what the failed
+			// attempt wrote: one string key, compared with the token.
+			match = q.undoOp == UndoDelIfValue && len(q.undoKeys) == 1 &&
+				bytes.Equal(q.undoKeys[0], key) && bytes.Equal(w.token, q.undoToken)
+		}
+		if match {
 			q.superseded |= sent
 			if q.sup == nil {
 				q.sup = &supState{}
@@ -86,18 +96,23 @@ func (e *Engine) supersede(w *Request) {
 	s.mu.Unlock()
 }
 
-// supState is what a failed acquisition knows of the later acquisitions of
-// its token that went to each master. Its late undo on a master is sent
-// once every such acquisition is known not to have written there (SET NX
-// answered nil, as it must while the failed attempt's token is there):
-// then the token there is the failed attempt's. If one wrote, or may have
-// (no reply), the key is left to its TTL. Without the wait, a client
-// retrying with its own token — as lock libraries do — left its first
-// attempt's token on the slow master until the TTL, where it refused
-// every attempt, its own included. Under the key's slot.mu.
+// supState is what a failed acquisition knows of the later acquisitions,
+// extensions and releases of its token that went to each master. Its late
+// undo on a master is sent once every such acquisition is known not to
+// have written there (SET NX answered nil, as it must while the failed
+// attempt's token is there) and no extension counted it: then the token
+// there is the failed attempt's. If one wrote, or may have (no reply), the
+// key is left to its TTL. Where a release of the token ran after the
+// attempt, the release deleted what it wrote: no undo, which could only
+// delete the token written again since (the same client through another
+// proxy). Without the wait, a client retrying with its own token — as lock
+// libraries do — left its first attempt's token on the slow master until
+// the TTL, where it refused every attempt, its own included. Under the
+// key's slot.mu.
 type supState struct {
-	pending  [MaxMasters]int32 // later acquisitions with no outcome there yet
-	applied  uint16            // masters where one wrote, or may have
+	pending  [MaxMasters]int32 // later requests with no outcome there yet
+	applied  uint16            // masters where one wrote or counted it, or may have
+	cleared  uint16            // masters where a release of the token ran after it
 	deferred uint16            // masters where the late undo waits for them
 	resolved bool              // no master of the failed attempt is left to answer
 }
@@ -115,6 +130,8 @@ func (r *Request) deferUndo(i int) {
 			r.undoCmd = r.undoCommand() // sent later without r.mu
 		}
 		r.sup.deferred |= bit
+	case r.sup.cleared&bit != 0:
+		// a later release of the token deleted what this attempt wrote
 	default:
 		r.undoOne(i) // every later acquisition there wrote nothing
 	}
@@ -127,14 +144,17 @@ func (w *Request) resolveSups(i int) {
 	if len(w.sups) == 0 || w.supLeft&bit == 0 {
 		return
 	}
-	var wrote bool
+	var wrote, cleared bool
 	switch w.state[i] {
 	case replied, ignored:
-		if w.kind == Extend {
+		switch w.kind {
+		case Extend:
 			// An extend that found the token there counts it: the
 			// late undo must not delete a copy a granted extend relies on.
 			wrote = w.yesFrom[i]
-		} else {
+		case Release:
+			cleared = true // it ran after the attempt there
+		default:
 			wrote = w.applied(i)
 		}
 	case notApplied:
@@ -148,14 +168,18 @@ func (w *Request) resolveSups(i int) {
 		st := q.sup
 		if st.pending[i]--; wrote {
 			st.applied |= bit
+		} else if cleared {
+			st.cleared |= bit
 		}
 		if st.pending[i] > 0 || st.deferred&bit == 0 {
 			continue
 		}
 		st.deferred &^= bit
-		if st.applied&bit != 0 {
+		switch {
+		case st.applied&bit != 0:
 			q.e.unconfirmed.Add(1)
-		} else {
+		case st.cleared&bit != 0: // the release deleted it
+		default:
 			q.e.submitUndo(i, q.undoCmd)
 		}
 		if st.deferred == 0 && st.resolved {

@@ -50,6 +50,7 @@ type Request struct {
 	// miss.
 	mu         sync.Mutex // protects the fields up to errs
 	inDispatch bool       // decided while dispatch was still submitting
+	shortDL    bool       // the deadline is the validity left, shorter than node_timeout
 	decidedIn  bool
 	undoing    bool // a failed acquisition: undo each master once its part is known
 	retrying   bool // a split vote: decided to try once more (retry.go) instead of publishing
@@ -380,6 +381,9 @@ func (r *Request) expire() {
 			// applied the command (late).
 			r.state[i] = timedOut
 			r.errs[i] = ErrNodeTimeout
+			if r.shortDL {
+				r.errs[i] = ErrValidityTimeout
+			}
 			if f := r.e.cfg.OnMiss; f != nil {
 				f(i, MissTimeout)
 			}
@@ -399,6 +403,10 @@ func (r *Request) expire() {
 
 // ErrNodeTimeout is a master that did not answer within node_timeout.
 var ErrNodeTimeout = errors.New("no reply within node_timeout")
+
+// ErrValidityTimeout is a master that did not answer before the lock's
+// validity ran out, sooner than node_timeout (a TTL of a few ms).
+var ErrValidityTimeout = errors.New("no reply before the lock's validity (TTL minus the clock drift allowance) ran out")
 
 // unwrapMaster strips what only says which master failed: the failure
 // names its master itself.

@@ -312,3 +312,32 @@ func TestLostVoteNeverAnswersLikeYes(t *testing.T) {
 		t.Fatalf("lost vote answered %v (%v), want nil (refused)", r.reply, r.Outcome())
 	}
 }
+
+// A master that misses a deadline shortened by the validity left (a TTL of
+// a few ms) is reported as such, not as a node_timeout miss: the operator
+// is told to give the lock a longer TTL, not to look at the master.
+func TestValidityTimeoutNamed(t *testing.T) {
+	e, _ := pipedEngine(3, -1)
+	e.cfg.NodeTimeout = time.Second
+	for _, c := range []struct {
+		ttl  time.Duration
+		want error
+	}{{5 * time.Millisecond, ErrValidityTimeout}, {10 * time.Second, ErrNodeTimeout}} {
+		w := NewWaiter()
+		r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, Key: "k",
+			cmd: resp.AppendCommand(nil, []byte("SET"), []byte("k"), []byte("t"), []byte("NX"), []byte("PX"), []byte("5")),
+			TTL: c.ttl, noReply: resp.ReplyNil, t0: batching.Now()}
+		e.Submit(w, r) // no master answers
+		r.expire()
+		e.Wait(w)
+		var nq *NoQuorumError
+		if !errors.As(r.err, &nq) || len(nq.Masters) != 3 {
+			t.Fatalf("TTL %v: %v, want NOQUORUM with every master", c.ttl, r.err)
+		}
+		for _, m := range nq.Masters {
+			if !errors.Is(m.Err, c.want) {
+				t.Errorf("TTL %v: master %s: %v, want %v", c.ttl, m.Addr, m.Err, c.want)
+			}
+		}
+	}
+}

@@ -1,0 +1,378 @@
+package quorum
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
+)
+
+// Late undos against the later requests of the same token through this
+// proxy: extensions that counted the failed attempt's write, a release of
+// the token, and a stress test of the references that deferral keeps. Each
+// failed before its fix (found by a review of the deferral). The model
+// master below runs SET NX, a compare-and-delete release ("REL k tok"), the
+// engine's PEXPIRE (extendScript: :1 when the key exists) and the undo
+// script.
+
+type revMaster struct {
+	fp  *fakePipe
+	i   int
+	val string // "" = absent
+	ran int
+}
+
+// step runs the next submitted op; false when none is left.
+func (m *revMaster) step() bool {
+	ops := m.fp.sent()
+	if m.ran >= len(ops) {
+		return false
+	}
+	op := ops[m.ran]
+	m.ran++
+	args := commandArgs(op.Cmd)
+	var rep resp.Reply
+	switch {
+	case bytes.Contains(op.Cmd, []byte(undoScript.SHA1)):
+		if m.val == args[len(args)-1] {
+			m.val = ""
+		}
+		return true // fire and forget
+	case bytes.Contains(op.Cmd, []byte(extendScript.SHA1)):
+		rep = resp.Reply{Type: resp.Integer}
+		if m.val != "" {
+			rep.Int = 1
+		}
+	case args[0] == "REL":
+		rep = resp.Reply{Type: resp.Integer}
+		if m.val == args[2] {
+			m.val, rep.Int = "", 1
+		}
+	case args[0] == "SET":
+		rep = resp.ReplyNil
+		if m.val == "" {
+			m.val, rep = args[2], resp.ReplyOK
+		}
+	default:
+		panic("model: unknown command " + args[0])
+	}
+	op.C.Complete(m.i, rep, nil)
+	return true
+}
+
+// expireNext drops the next op as the pipeline does with one whose deadline
+// passed before it was written (the master never runs it).
+func (m *revMaster) expireNext() {
+	ops := m.fp.sent()
+	op := ops[m.ran]
+	m.ran++
+	op.C.Complete(m.i, resp.Reply{}, &batching.MasterError{Addr: "m", Err: batching.ErrExpired})
+}
+
+func (m *revMaster) drain() {
+	for m.step() {
+	}
+}
+
+func revEngine(t *testing.T) (*Engine, []*revMaster) {
+	t.Helper()
+	e, fps := pipedEngine(5, -1)
+	// Long deadlines: the test decides what is late; no timer races it.
+	e.cfg.NodeTimeout = time.Minute
+	ms := make([]*revMaster, len(fps))
+	for i := range fps {
+		ms[i] = &revMaster{fp: fps[i], i: i}
+	}
+	return e, ms
+}
+
+func submitExtend(e *Engine, key string) (*Request, *Waiter) {
+	w := NewWaiter()
+	r := e.Extend([]byte(key), 10*time.Second, batching.Now())
+	e.Submit(w, r)
+	return r, w
+}
+
+// TestLateUndoSparesAKeyAGrantedExtendCounted: the ordinary lock
+// library flow — refused, retried with the same token, granted, extended —
+// while master 4 is slow. P1's late undo on master 4 is deferred until P2's
+// outcome there (dafde7e); P2 answers nil there (P1's token is in place), so
+// the undo is sent — but only now, behind the client's extend E, which found
+// P1's token on master 4 and counted it as a yes. The undo then deletes the
+// key E's grant counts on: E is granted on 0, 1 and 4 (masters 2 and 3 missed
+// it and keep P2's old expiry); after the undo the extended lock is on 2 of
+// 5 masters, and once P2's original TTL passes a stranger wins 2, 3, 4 while
+// the client holds a valid extension. The extension must hold the undo back
+// where it counted the token.
+func TestLateUndoSparesAKeyAGrantedExtendCounted(t *testing.T) {
+	const tok = "tokA"
+	e, ms := revEngine(t)
+	ms[1].val, ms[2].val, ms[3].val = "B", "B", "B"
+	// P1: yes on 0, refused on 1-3, master 4 slow: lost early, undone on 0.
+	p1, w := setNX(e, "k", tok)
+	for i := 0; i < 4; i++ {
+		ms[i].step()
+	}
+	e.Wait(w)
+	if p1.reply.Type != resp.Nil {
+		t.Fatalf("P1: %v %v", p1.reply, p1.err)
+	}
+	ms[0].drain() // P1's undo at the decision
+	// B releases (through another proxy).
+	ms[1].val, ms[2].val, ms[3].val = "", "", ""
+	// P2, the library's retry with the same token: granted on 0-3.
+	p2, w := setNX(e, "k", tok)
+	for i := 0; i < 4; i++ {
+		ms[i].step()
+	}
+	e.Wait(w)
+	if !p2.reply.IsOK() {
+		t.Fatalf("P2: %v %v", p2.reply, p2.err)
+	}
+	// E: the client extends. Masters 0 and 1 say yes; on 2 and 3 it
+	// expires before being written (overloaded); master 4 is still slow.
+	ext, w := submitExtend(e, "k")
+	ms[0].step()
+	ms[1].step()
+	ms[2].expireNext()
+	ms[3].expireNext()
+	// Master 4 resumes: P1 writes tokA (late yes), P2 finds it (nil), E
+	// finds it (:1, in time), then whatever was queued behind.
+	ms[4].drain()
+	e.Wait(w)
+	if ext.reply.Type != resp.Integer || ext.reply.Int != 1 {
+		t.Fatalf("E: %v %v (want granted)", ext.reply, ext.err)
+	}
+	if !ext.yesFrom[4] {
+		t.Fatalf("E did not count master 4")
+	}
+	holders := 0
+	for i, m := range ms {
+		if ext.yesFrom[i] && m.val == tok {
+			holders++
+		}
+	}
+	if ms[4].val != tok {
+		t.Fatalf("E was granted counting master 4's key, then P1's late undo deleted it: the extension is on %d masters (< quorum %d) once P2's original expiry passes on 2 and 3", holders, e.Q())
+	}
+}
+
+// TestLateUndoSparesAKeyAHoldersExtendCounted: the same without a
+// retry. The holder of tokA (on 0-2) re-sends its SET NX (issue 11), which
+// loses, writes tokA on the slow master 4 late, and then extends. E counts
+// master 4 (P1's write) as a yes; P1's late undo must not delete it.
+func TestLateUndoSparesAKeyAHoldersExtendCounted(t *testing.T) {
+	const tok = "tokA"
+	e, ms := revEngine(t)
+	ms[0].val, ms[1].val, ms[2].val = tok, tok, tok // the client's lock G0
+	p1, w := setNX(e, "k", tok)
+	for i := 0; i < 4; i++ {
+		ms[i].step() // nil, nil, nil, OK
+	}
+	e.Wait(w)
+	if p1.reply.Type != resp.Nil {
+		t.Fatalf("P1: %v %v", p1.reply, p1.err)
+	}
+	ms[3].drain() // P1's undo at the decision
+	ext, w := submitExtend(e, "k")
+	ms[0].step()
+	ms[1].step()
+	ms[2].expireNext() // master 2 keeps G0's old expiry
+	ms[3].step()       // :0
+	ms[4].drain()      // P1 (late OK), E (:1, in time), P1's undo
+	e.Wait(w)
+	if ext.reply.Type != resp.Integer || ext.reply.Int != 1 || !ext.yesFrom[4] {
+		t.Fatalf("E: %v %v, counted master 4: %v", ext.reply, ext.err, ext.yesFrom[4])
+	}
+	if ms[4].val != tok {
+		t.Fatalf("E was granted with yes from 0, 1 and 4; P1's late undo then deleted tokA on 4: the extension holds on 2 masters once G0's old expiry passes on master 2")
+	}
+}
+
+// TestLateUndoAfterSameTokenRelease: a release of the failed attempt's own
+// token that ran after it on the slow master deleted what it wrote there;
+// the token can then be written again by a grant this proxy does not see
+// (the same client through another proxy, or any fixed-token client), and
+// P1's late undo, queued behind the release, would delete that grant's key.
+// So the release holds the undo back (nothing is left behind: the release
+// removed P1's token itself). A release of another token does not
+// (TestLateUndoAfterARelease).
+func TestLateUndoAfterSameTokenRelease(t *testing.T) {
+	const tok = "host-1"
+	e, ms := revEngine(t)
+	ms[0].val, ms[1].val, ms[2].val = tok, tok, tok // the client's lock G0
+	p1, w := setNX(e, "k", tok)                     // re-sent while holding (issue 11)
+	for i := 0; i < 4; i++ {
+		ms[i].step()
+	}
+	e.Wait(w)
+	if p1.reply.Type != resp.Nil {
+		t.Fatalf("P1: %v %v", p1.reply, p1.err)
+	}
+	ms[3].drain()
+	// The client releases G0 through this proxy.
+	w = NewWaiter()
+	rel := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: "k",
+		cmd:     resp.AppendCommand(nil, []byte("REL"), []byte("k"), []byte(tok)),
+		token:   []byte(tok),
+		noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
+	e.Submit(w, rel)
+	for i := 0; i < 4; i++ {
+		ms[i].step()
+	}
+	e.Wait(w)
+	// Master 4 resumes: P1 writes (late yes: its undo is queued), the
+	// release deletes it.
+	ms[4].step()
+	ms[4].step()
+	if ms[4].val != "" {
+		t.Fatalf("model: the release left %q", ms[4].val)
+	}
+	// The client acquires again through another proxy, which writes
+	// host-1 on masters 2, 3 and 4 and counts them (0 and 1 are slow
+	// there): a quorum.
+	ms[2].val, ms[3].val, ms[4].val = tok, tok, tok
+	ms[4].drain() // P1's late undo
+	if ms[4].val != tok {
+		t.Fatalf("P1's late undo deleted a key written after this proxy's release of the same token: the other proxy's grant is on 2 of 5 masters")
+	}
+}
+
+// TestStressLateUndoRefs: clients acquire (pooled requests, two
+// tokens, split-vote retries on), extend and release one key while masters
+// pause at random; every master eventually runs everything. No request may
+// be recycled while it is still registered on a slot, and once everything
+// is answered and released every pooled request is recycled and every
+// slot is empty (no reference or registration leaked by supersede/
+// resolveSups/deregister).
+func TestStressLateUndoRefs(t *testing.T) {
+	e, fps := pipedEngine(5, time.Millisecond)
+	e.cfg.NodeTimeout = 2 * time.Millisecond
+	ms := make([]*revMaster, 5)
+	for i := range fps {
+		ms[i] = &revMaster{fp: fps[i], i: i}
+	}
+	var mu sync.Mutex
+	created, recycled := 0, 0
+	var bad []string
+	onRecycle = func(r *Request) {
+		for i := range e.slots.s {
+			s := &e.slots.s[i]
+			s.mu.Lock()
+			for _, q := range s.waiting {
+				if q == r {
+					mu.Lock()
+					bad = append(bad, "recycled while registered")
+					mu.Unlock()
+				}
+			}
+			s.mu.Unlock()
+		}
+		if r.e != nil { // the engine's own children are pooled too
+			mu.Lock()
+			recycled++
+			mu.Unlock()
+		}
+	}
+	t.Cleanup(func() { onRecycle = nil })
+	stop := make(chan struct{})
+	var mwg sync.WaitGroup
+	for i := range ms {
+		mwg.Add(1)
+		go func(m *revMaster, seed uint64) {
+			defer mwg.Done()
+			rng := rand.New(rand.NewPCG(seed, 1))
+			for {
+				select {
+				case <-stop:
+					m.drain()
+					return
+				default:
+				}
+				if rng.IntN(50) == 0 {
+					time.Sleep(time.Duration(rng.IntN(8)) * time.Millisecond) // paused
+				}
+				if !m.step() {
+					time.Sleep(50 * time.Microsecond)
+				}
+			}
+		}(ms[i], uint64(i))
+	}
+	var cwg sync.WaitGroup
+	for c := 0; c < 4; c++ {
+		cwg.Add(1)
+		go func(c int) {
+			defer cwg.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), 2))
+			tok := []byte{"ab"[c%2]}
+			for n := 0; n < 300; n++ {
+				w := NewWaiter()
+				r := e.Acquire([]byte("k"), tok, 10*time.Second, batching.Now())
+				mu.Lock()
+				created++
+				mu.Unlock()
+				e.Submit(w, r)
+				e.Wait(w)
+				granted := r.err == nil && r.reply.IsOK()
+				r.Release()
+				if granted && rng.IntN(2) == 0 {
+					ext, w := submitExtend(e, "k")
+					e.Wait(w)
+					_ = ext
+				}
+				if granted || rng.IntN(4) == 0 {
+					w := NewWaiter()
+					rel := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: "k",
+						cmd:   resp.AppendCommand(nil, []byte("REL"), []byte("k"), tok),
+						token: tok, noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
+					e.Submit(w, rel)
+					e.Wait(w)
+				}
+			}
+		}(c)
+	}
+	cwg.Wait()
+	time.Sleep(50 * time.Millisecond) // retries' timers
+	close(stop)
+	mwg.Wait()
+	for _, m := range ms {
+		m.drain() // undos queued by the last replies
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		done := recycled >= created+int(e.Retries())
+		mu.Unlock()
+		if done || time.Now().After(deadline) {
+			break
+		}
+		for _, m := range ms {
+			m.drain()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bad) > 0 {
+		t.Fatalf("%d requests recycled while registered", len(bad))
+	}
+	waiting := 0
+	for i := range e.slots.s {
+		s := &e.slots.s[i]
+		s.mu.Lock()
+		waiting += len(s.waiting)
+		s.mu.Unlock()
+	}
+	sent, lost, unconf := e.UndoStats()
+	t.Logf("created %d pooled acquisitions, %d pooled requests recycled (children included), retries %d; undos sent %d lost %d unconfirmed %d", created, recycled, e.Retries(), sent, lost, unconf)
+	if waiting != 0 {
+		t.Fatalf("%d requests still registered after every master answered", waiting)
+	}
+	if want := created + int(e.Retries()); recycled != want {
+		t.Fatalf("%d pooled requests recycled, want %d (acquisitions and retries): references leaked", recycled, want)
+	}
+}
