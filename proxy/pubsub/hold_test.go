@@ -48,6 +48,11 @@ func TestHeldUntilQuorum(t *testing.T) {
 	// Order: x seen first on one master, y then on every master; y waits
 	// behind x.
 	do(t, masters[0], "PUBLISH", "ch", "x")
+	waitFor(t, "x held", func() bool { // read by the hub before y is published
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.heldBytes > 0
+	})
 	onEvery(masters, func(m *redisproc.Server) { do(t, m, "PUBLISH", "ch", "y") })
 	waitFor(t, "x and y", func() bool { return rec.len() == 4 })
 	if got := rec.payloads()[2:]; !slices.Equal(got, []string{"ch=x", "ch=y"}) {
