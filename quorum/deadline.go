@@ -37,6 +37,7 @@ type deadlines struct {
 
 	loop  *evloop.Loop  // nil: the goroutine below
 	alarm *evloop.Alarm // the loop's timer; loop only
+	due   []timed       // Fire's, kept between firings; loop only
 
 	wake     chan struct{} // cap 1: an earlier deadline than armed was pushed
 	quit     chan struct{}
@@ -98,8 +99,11 @@ func (d *deadlines) push(r *Request, at int64) {
 // Fire decides the requests due at now (evloop.Timer) and returns when to
 // fire next.
 func (d *deadlines) Fire(now int64) int64 {
-	due, next := d.popDue(now, nil)
-	d.expire(due)
+	due, next := d.popDue(now, d.due[:0])
+	d.expire(due) // clears the entries: no request is kept
+	if d.due = due[:0]; cap(due) > 4096 {
+		d.due = nil // a burst's, not kept
+	}
 	return next
 }
 

@@ -370,6 +370,9 @@ func unavailable(rep resp.Reply) bool {
 // expire marks masters that have not answered by the deadline as failed
 // and decides.
 func (r *Request) expire() {
+	if r.done.Load() {
+		return // decided long ago, as almost every request is by its deadline
+	}
 	r.mu.Lock()
 	if r.decidedIn {
 		r.mu.Unlock()
@@ -595,6 +598,9 @@ func (r *Request) commonYes() resp.Reply {
 			if r.state[j] == replied && r.yesFrom[j] && r.replies[j].Equal(r.replies[i]) {
 				n++
 			}
+		}
+		if 2*n > r.e.n {
+			return r.replies[i] // a majority: no other reply can match it
 		}
 		if n > bestN {
 			best, bestN = i, n
