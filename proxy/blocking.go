@@ -126,6 +126,11 @@ func (b *blocker) roundDone() {
 	var out []byte
 	switch {
 	case b.done:
+		if err == nil && rep.Type == resp.Array && len(rep.Elems) == 2 {
+			// Popped for a client that is gone: its element goes to
+			// another waiter on the list here instead of being lost.
+			b.lc.f.handOff(b, rep)
+		}
 	case err != nil:
 		out = resp.AppendError(nil, errorText(err))
 	case rep.Type == resp.Array || rep.Type == resp.Error:
@@ -200,6 +205,19 @@ func (f *front) unblock(b *blocker) {
 			if len(m) == 0 {
 				delete(f.blocked, string(k))
 			}
+		}
+	}
+}
+
+// handOff gives an element popped for from, which no longer waits, to
+// another client blocked on its list on this front, as Redis would have
+// served it. With none it is lost: a missed wake-up, which costs a waiter
+// its wait, never a lock.
+func (f *front) handOff(from *blocker, rep resp.Reply) {
+	for b := range f.blocked[string(rep.Elems[0].Str)] {
+		if b != from && !b.done {
+			b.finish(resp.AppendReply(nil, rep, b.lc.c.resp3))
+			return
 		}
 	}
 }
