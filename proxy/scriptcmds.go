@@ -74,14 +74,22 @@ func (s *Server) scriptFor(c *client, args [][]byte) *catalog.Script {
 		}
 		return sc
 	}
-	sc := s.cfg.Catalog.Match(args[1])
+	return s.scriptForBody(c, args[1])
+}
+
+// scriptForBody finds the script of a body sent by EVAL or SCRIPT LOAD:
+// catalogued, or understood by the analyzer; or it answers the client (the
+// refusal) or defers the command until the verdict is in, and returns nil.
+// A script found is loaded: its sha1 answers EVALSHA from then on.
+func (s *Server) scriptForBody(c *client, body []byte) *catalog.Script {
+	sc := s.cfg.Catalog.Match(body)
 	if sc == nil {
-		sum := sha1.Sum(args[1])
+		sum := sha1.Sum(body)
 		sha := hex.EncodeToString(sum[:])
 		var err error
 		var known bool
 		if sc, err, known = s.understood.Lookup(sha); !known {
-			if !s.awaitVerdict(c, args[1], sha) {
+			if !s.awaitVerdict(c, body, sha) {
 				return nil
 			}
 			sc, err, _ = s.understood.Lookup(sha)
@@ -95,10 +103,10 @@ func (s *Server) scriptFor(c *client, args [][]byte) *catalog.Script {
 	if sc.Body == "" {
 		// A custom script registered by sha1 only: the client's text is
 		// its body (it hashes to that sha1), which the masters load.
-		sc = sc.WithBody(args[1])
+		sc = sc.WithBody(body)
 	}
 	// The client's own sha1 (of its formatting) now answers EVALSHA.
-	s.scripts.LoadBody(args[1], sc)
+	s.scripts.LoadBody(body, sc)
 	return sc
 }
 
@@ -157,13 +165,12 @@ func cmdScript(s *Server, c *client, args [][]byte) {
 			c.errorf("ERR wrong number of arguments for 'script|load' command")
 			return
 		}
-		sc := s.cfg.Catalog.Match(args[2])
-		if sc == nil {
-			sum := sha1.Sum(args[2])
-			c.errorf("ERR unknown script (sha1 %s): lockproxy loads only catalogued lock scripts; register it under [[scripts]] in config.toml — see README \"Custom scripts\"", hex.EncodeToString(sum[:]))
+		// Understood as EVAL's body is: refused with the same reason.
+		if s.scriptForBody(c, args[2]) == nil {
 			return
 		}
-		c.bulk([]byte(s.scripts.LoadBody(args[2], sc)))
+		sum := sha1.Sum(args[2])
+		c.bulk([]byte(hex.EncodeToString(sum[:])))
 	case "exists":
 		n := len(args) - 2
 		found := make([]bool, n)

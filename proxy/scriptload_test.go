@@ -1,0 +1,53 @@
+package proxy_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestScriptLoadUnderstood: SCRIPT LOAD of a script the catalog lacks is
+// understood as EVAL's body is (libraries that load first and then run
+// EVALSHA: node-redis-script, warlock, simple-redis-mutex), on both
+// transports; a script lockproxy cannot run is refused at load with its
+// reason, not at the EVALSHA that follows.
+func TestScriptLoadUnderstood(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(testing.TB, int, ...clusterOpt) *cluster
+	}{{"tcp", startCluster}, {"tls", startClusterTLS}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.start(t, 3)
+			ctx := context.Background()
+			cl := c.client()
+			body := `local key = KEYS[1] local id = ARGV[1] if redis.call("get", key) == id then return redis.call("del", key) end return 0`
+			sum := sha1.Sum([]byte(body))
+			want := hex.EncodeToString(sum[:])
+			sha, err := cl.ScriptLoad(ctx, body).Result()
+			if err != nil || sha != want {
+				t.Fatalf("SCRIPT LOAD of an understood release: %q %v, want %s", sha, err, want)
+			}
+			if ok, err := cl.SetNX(ctx, "sl", "tok", 10*time.Second).Result(); err != nil || !ok {
+				t.Fatalf("SET NX: %v %v", ok, err)
+			}
+			if n, err := cl.EvalSha(ctx, sha, []string{"sl"}, "other").Int(); err != nil || n != 0 {
+				t.Fatalf("EVALSHA release by a stranger: %v %v, want 0", n, err)
+			}
+			if n, err := cl.EvalSha(ctx, sha, []string{"sl"}, "tok").Int(); err != nil || n != 1 {
+				t.Fatalf("EVALSHA release by the holder: %v %v, want 1", n, err)
+			}
+			for _, m := range c.masters {
+				if v, _ := m.Do("EXISTS", "sl"); v != "0" {
+					t.Fatalf("master %s still has the released key", m.Addr)
+				}
+			}
+			_, err = cl.ScriptLoad(ctx, `return redis.call("flushall")`).Result()
+			if err == nil || !strings.Contains(err.Error(), "lockproxy does not run it, because") {
+				t.Fatalf("SCRIPT LOAD of FLUSHALL: %v, want the refusal and its reason", err)
+			}
+		})
+	}
+}
