@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestScriptLoadUnderstood: SCRIPT LOAD of a script the catalog lacks is
@@ -49,5 +51,41 @@ func TestScriptLoadUnderstood(t *testing.T) {
 				t.Fatalf("SCRIPT LOAD of FLUSHALL: %v, want the refusal and its reason", err)
 			}
 		})
+	}
+}
+
+// TestReleaseAnsweringTheSame: a release script that answers nil whether
+// it deleted or not (simple-redis-mutex 3) runs on every master: the
+// holder's release deletes the key everywhere, a stranger's deletes
+// nothing, and both hear nil, as from one Redis.
+func TestReleaseAnsweringTheSame(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := context.Background()
+	cl := c.client()
+	body := `local lockKey = KEYS[1] local lockValue = ARGV[1]
+if redis.call("GET", lockKey) == lockValue then redis.call("DEL", lockKey) end`
+	if ok, err := cl.SetNX(ctx, "same", "tok", 10*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("SET NX: %v %v", ok, err)
+	}
+	held := func() int {
+		n := 0
+		for _, m := range c.masters {
+			if v, _ := m.Do("EXISTS", "same"); v == "1" {
+				n++
+			}
+		}
+		return n
+	}
+	if err := cl.Eval(ctx, body, []string{"same"}, "stranger").Err(); err != redis.Nil {
+		t.Fatalf("a stranger's release: %v, want nil", err)
+	}
+	if n := held(); n != 3 {
+		t.Fatalf("a stranger's release left the key on %d of 3 masters", n)
+	}
+	if err := cl.Eval(ctx, body, []string{"same"}, "tok").Err(); err != redis.Nil {
+		t.Fatalf("the holder's release: %v, want nil", err)
+	}
+	if n := held(); n != 0 {
+		t.Fatalf("the holder's release left the key on %d of 3 masters", n)
 	}
 }

@@ -207,6 +207,9 @@ func (a *analysis) sameWith(sem *Semantics, f *finding, j judged, s probeState, 
 	}
 	want, got := a.effects(f, j.o), a.effects(f, o)
 	yes := o.o.err == "" && sem.Yes.Match(&o.o.reply, a.nkeys)
+	if sem.SameReply && o.o.err == "" {
+		yes = j.yes // the reply tells nothing: the effects below decide
+	}
 	declined := !yes
 	for _, e := range got {
 		declined = declined && e == effNone

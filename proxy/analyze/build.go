@@ -85,6 +85,18 @@ func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
 	for _, r := range yes {
 		data = data || r.Type != yes[0].Type || r.Int != yes[0].Int
 	}
+	if sem.Kind == Release && len(yes) > 0 && sameReplies(append(yes, no...)) {
+		// A release that answers the same whether it deleted or not
+		// (simple-redis-mutex returns nothing): every master's answer
+		// counts, and the client hears that answer, as from one Redis.
+		// Safe: what it deletes is the caller's alone, whatever it says.
+		rule, err := inferYes(yes, nil, data)
+		if err != nil {
+			return err
+		}
+		sem.Yes, sem.No, sem.SameReply = rule, NoReply{Reply: yes[0], PTTLAt: -1}, true
+		return nil
+	}
 	rule, err := inferYes(yes, no, data)
 	if err != nil {
 		return err
@@ -111,6 +123,16 @@ func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
 		return &Refusal{Class: ClassBehaviour, Probe: src.name, Reason: fmt.Sprintf("the script's no reply %s looks like a yes", sem.No.Reply)}
 	}
 	return nil
+}
+
+// sameReplies reports whether every reply is the same.
+func sameReplies(rs []Reply) bool {
+	for _, r := range rs[1:] {
+		if r.String() != rs[0].String() {
+			return false
+		}
+	}
+	return true
 }
 
 // minPTTL is the least remaining TTL of the lock keys before a run.

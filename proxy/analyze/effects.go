@@ -188,3 +188,20 @@ func (a *analysis) valueOf(s string) Value {
 	}
 	return Value{Const: s}
 }
+
+// templateOf is valueOf for a message the script formats from its
+// arguments (simple-redis-mutex publishes `{ "key": "<KEYS[1]>", … }`):
+// the arguments' probe values in it are written as their names, so that it
+// reads the same whatever values the layout gave them.
+func (a *analysis) templateOf(s string) Value {
+	v := a.valueOf(s)
+	if !v.Arg.IsZero() {
+		return v
+	}
+	for i, val := range a.vals {
+		if len(val) >= 6 { // the distinct probe numbers, not a "0" SELECT takes
+			v.Const = strings.ReplaceAll(v.Const, val, "${"+argOf(i, a.nkeys).String()+"}")
+		}
+	}
+	return v
+}

@@ -24,7 +24,7 @@ func (a *analysis) reportEffects(sem *Semantics, f *finding, v *verdict) {
 		for _, c := range o.o.r.calls {
 			switch {
 			case c.name == "publish" || c.name == "spublish":
-				p := Publish{Command: c.name, Channel: a.valueOf(c.args[1]), Message: a.valueOf(c.args[2])}
+				p := Publish{Command: c.name, Channel: a.templateOf(c.args[1]), Message: a.templateOf(c.args[2])}
 				if c.from >= 0 {
 					p.Command, p.CommandArg = "", argOf(c.from, a.nkeys)
 					cmdArgs[p.CommandArg] = true

@@ -61,6 +61,9 @@ type Semantics struct {
 	Yes        YesRule
 	No         NoReply
 	ReplyIsTTL bool
+	// SameReply: a release that answers the same whether it deleted or
+	// not; every master's answer counts as a yes and the client hears it.
+	SameReply bool
 
 	// Undo takes back what one master's yes to a failed acquisition wrote,
 	// per lock key; nil for kinds that do not acquire. NoIsNoop: a master's
@@ -181,6 +184,9 @@ func (s *Semantics) String() string {
 	fmt.Fprintf(&b, " yes=%s no=%s", s.Yes.String(), s.No)
 	if s.ReplyIsTTL {
 		b.WriteString(" reply-is-ttl")
+	}
+	if s.SameReply {
+		b.WriteString(" same-reply")
 	}
 	if u := s.Undo; u != nil {
 		fmt.Fprintf(&b, " undo=%s(%s", u.Op, u.Token)

@@ -30,6 +30,25 @@ end
 redis.call("PEXPIRE", KEYS[1], ARGV[2])
 return 1`, want: corpusWant{sem: `extend string keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms yes=integer 1 no=:0`}},
 
+	// simple-redis-mutex 3: a release that returns nothing either way
+	// (and publishes when it deleted); the client hears nil, as from one
+	// Redis.
+	{name: "release answering the same either way", body: `
+  local lockKey = KEYS[1]
+  local updatesChannel = KEYS[2]
+  local lockValue = ARGV[1]
+
+  if redis.call("GET", lockKey) == lockValue then
+      redis.call("DEL", lockKey)
+      redis.call(
+        "PUBLISH",
+        updatesChannel,
+        string.format('{ "key": "%s", "value": "%s" }', lockKey, lockValue)
+      )
+  end
+`, want: corpusWant{sem: `release string keys=KEYS[1] token=ARGV[1] yes=nil no=nil same-reply`,
+		publish: []string{`publish KEYS[2] "{ \"key\": \"${KEYS[1]}\", \"value\": \"${ARGV[1]}\" }"`}}},
+
 	{name: "swapped == operands", body: `if ARGV[1] == redis.call("get", KEYS[1]) then return redis.call("del", KEYS[1]) else return 0 end`,
 		want: corpusWant{sem: `release string keys=KEYS[1] token=ARGV[1] yes=integer 1 no=:0`}},
 
