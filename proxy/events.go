@@ -31,11 +31,11 @@ type slotEvent struct {
 // off and no signal is pushed.
 func (s *Server) eventsFor(typ pubsub.EventType, signals int) *slotEvent {
 	hub := s.cfg.Hub
-	if hub == nil || (signals == 0 && !hub.KeyspaceOn()) {
+	if hub == nil || (signals == 0 && !hub.EmitsKeyspace()) {
 		return nil
 	}
 	ev := &slotEvent{}
-	if hub.KeyspaceOn() {
+	if hub.EmitsKeyspace() {
 		ev.typ = typ
 	}
 	return ev

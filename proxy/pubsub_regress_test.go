@@ -355,3 +355,47 @@ func TestKeyspaceSubscribeHoldsPipeline(t *testing.T) {
 		t.Fatalf("PING in subscribed mode answered %q", f)
 	}
 }
+
+// TestKeyspaceFromAnotherProxy: a library turns keyspace notifications on
+// through proxy A (CONFIG SET, as in its constructor) and waits there for
+// a lock's del; the lock is taken and released through proxy B, whose own
+// setting is off. A's interest reaches B on the events channel, so B
+// emits its grant and release and A's subscriber hears set and del.
+func TestKeyspaceFromAnotherProxy(t *testing.T) {
+	a, b := twoProxies(t, "")
+	ctx := context.Background()
+	if b.hub.EmitsKeyspace() {
+		t.Fatal("proxy B emits keyspace events before anybody asked")
+	}
+	if err := a.client().ConfigSet(ctx, "notify-keyspace-events", "KEA").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !b.hub.EmitsKeyspace() { // one PUBLISH away
+		if time.Now().After(deadline) {
+			t.Fatal("proxy B never heard that proxy A makes keyspace notifications")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sub := a.respConn()
+	sub.send("PSUBSCRIBE", "__keyspace@0__:lock:*")
+	sub.mustFrame(5 * time.Second)
+	cl := b.client()
+	if ok, _ := cl.SetNX(ctx, "lock:k", "t", 10*time.Second).Result(); !ok {
+		t.Fatal("SET NX")
+	}
+	if n, err := cl.Del(ctx, "lock:k").Result(); err != nil || n != 1 {
+		t.Fatalf("DEL: %v %v", n, err)
+	}
+	var got []string
+	for _, want := range []string{"set", "expire", "del"} {
+		f, err := sub.frame(2 * time.Second)
+		if err != nil {
+			t.Fatalf("after %q, no %s notification on proxy A for a lock taken and released through proxy B: %v", got, want, err)
+		}
+		if w := pushFrame(false, "pmessage", "__keyspace@0__:lock:*", "__keyspace@0__:lock:k", want); f != w {
+			t.Fatalf("after %q: %q, want %q", got, f, w)
+		}
+		got = append(got, want)
+	}
+}

@@ -21,10 +21,11 @@ import (
 type EventType uint8
 
 const (
-	EventSet    EventType = iota + 1 // a lock was granted: Key holds a value that expires after TTL
-	EventExpire                      // a held lock was extended: it now expires after TTL
-	EventDel                         // a lock was released or deleted by a quorum
-	EventPush                        // a signal list was pushed: BLPOP waiters on Key may pop
+	EventSet      EventType = iota + 1 // a lock was granted: Key holds a value that expires after TTL
+	EventExpire                        // a held lock was extended: it now expires after TTL
+	EventDel                           // a lock was released or deleted by a quorum
+	EventPush                          // a signal list was pushed: BLPOP waiters on Key may pop
+	EventInterest                      // the emitting hub makes keyspace notifications (interest.go); no key
 )
 
 // Event is one decision of a proxy about a key.
@@ -139,6 +140,10 @@ func (h *Hub) deliverEvent(ev Event) {
 		h.stats.EventDuplicates++
 		return
 	}
+	if ev.Type == EventInterest {
+		h.onInterest(ev)
+		return
+	}
 	h.stats.Events++
 	for l := range h.listeners {
 		l.fn(ev)
@@ -201,7 +206,7 @@ func parseEvent(b []byte) (Event, bool) {
 	typ, err2 := strconv.ParseUint(string(f[3]), 10, 8)
 	ttl, err3 := strconv.ParseInt(string(f[4]), 10, 64)
 	if string(f[0]) != "1" || len(f[1]) == 0 || err1 != nil || err2 != nil || err3 != nil ||
-		seq == 0 || typ < uint64(EventSet) || typ > uint64(EventPush) || ttl < 0 || ttl > maxTTLms {
+		seq == 0 || typ < uint64(EventSet) || typ > uint64(EventInterest) || ttl < 0 || ttl > maxTTLms {
 		return Event{}, false
 	}
 	return Event{Type: EventType(typ), Key: string(b), TTL: time.Duration(ttl) * time.Millisecond,

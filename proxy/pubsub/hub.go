@@ -61,6 +61,10 @@ type Hub struct {
 	wg      sync.WaitGroup
 	seq     atomic.Uint64 // last event sequence number of this instance
 	ksOn    atomic.Bool   // keyspace notifications on (KeyspaceOn)
+	// remoteKS: until when (unix ns) another hub makes keyspace
+	// notifications (interest.go); interestNow asks for an announcement.
+	remoteKS    atomic.Int64
+	interestNow chan struct{}
 
 	// mu protects everything below. It is held while a message is
 	// decided and fanned out, which makes the decisions and the
@@ -128,6 +132,8 @@ func New(cfg Config) (*Hub, error) {
 		subs:      map[Subscriber]*subState{},
 		origins:   map[string]*origin{},
 		listeners: map[*listener]struct{}{},
+
+		interestNow: make(chan struct{}, 1),
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.dd.init(&h.cfg)
@@ -139,6 +145,9 @@ func New(cfg Config) (*Hub, error) {
 		m := &master{h: h, index: i, addr: addr, wake: make(chan struct{}, 1)}
 		h.masters = append(h.masters, m)
 		h.wg.Go(m.run)
+	}
+	if cfg.Publisher != nil {
+		h.wg.Go(h.announceInterest)
 	}
 	return h, nil
 }

@@ -95,8 +95,15 @@ func (h *Hub) SetKeyspaceEvents(s string) error {
 	}
 	h.mu.Lock()
 	h.ks.flags = f
-	h.ksOn.Store(f.notifies())
+	on := f.notifies()
+	h.ksOn.Store(on)
 	h.mu.Unlock()
+	if on {
+		select { // tell the other proxies now, not at the next tick
+		case h.interestNow <- struct{}{}:
+		default:
+		}
+	}
 	return nil
 }
 
