@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"hash/maphash"
 	"sync"
+
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // Late undos and later writes. The undo of a failed acquisition on a master
@@ -153,7 +155,10 @@ func (w *Request) resolveSups(i int) {
 			// late undo must not delete a copy a granted extend relies on.
 			wrote = w.yesFrom[i]
 		case Release:
-			cleared = true // it ran after the attempt there
+			// It ran after the attempt there, unless it answered an
+			// error (NOREPLICAS, a script error…): then it deleted
+			// nothing, and the undo is sent as if it had not been.
+			cleared = w.replies[i].Type != resp.Error
 		default:
 			wrote = w.applied(i)
 		}
