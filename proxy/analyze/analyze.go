@@ -19,7 +19,6 @@ type analysis struct {
 	consts       []string // the script's constants, tried as argument values
 	cache        map[string]*obs
 	runs         int
-	longHeld     bool // held keys' TTLs above every argument value (ttlguard.go)
 }
 
 // Analyze decides what the Lua script body does to a lock. It returns a
@@ -43,18 +42,6 @@ func AnalyzeContext(ctx context.Context, body []byte, opts Options) (*Semantics,
 	v := newVM(proto, b)
 	defer v.L.Close()
 	a := &analysis{opt: opt, b: b, v: v, consts: constants(proto)}
-	sem, err := a.analyze()
-	var r *Refusal
-	if err != nil && errors.As(err, &r) && r.Class == ClassBehaviour && readsTTL(a.consts) {
-		if guarded := ttlGuarded(opt, b, v, a.consts); guarded != nil {
-			return guarded, nil
-		}
-	}
-	return sem, err
-}
-
-// analyze runs the whole analysis of a's script.
-func (a *analysis) analyze() (*Semantics, error) {
 	first, second, err := a.layouts()
 	if err != nil {
 		return nil, err

@@ -118,7 +118,7 @@ func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
 		}
 		return nil
 	}
-	sem.No = noReplyOf(src.o.reply, a.heldPTTL(0))
+	sem.No = noReplyOf(src.o.reply, heldPTTL(0))
 	if rule.Match(&sem.No.Reply, a.nkeys) {
 		return &Refusal{Class: ClassBehaviour, Probe: src.name, Reason: fmt.Sprintf("the script's no reply %s looks like a yes", sem.No.Reply)}
 	}

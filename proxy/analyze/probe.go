@@ -28,17 +28,6 @@ const (
 // argument (to tell a TTL that was kept from one that was set).
 func heldPTTL(i int) int64 { return 7_000_003 + int64(i)*1_000_003 }
 
-// longHeldPTTL is heldPTTL above every argument's probe value (ttlguard.go).
-func longHeldPTTL(i int) int64 { return 9_000_000_000_003 + int64(i)*1_000_003 }
-
-// heldPTTL is the remaining TTL of the i-th held key in this analysis.
-func (a *analysis) heldPTTL(i int) int64 {
-	if a.longHeld {
-		return longHeldPTTL(i)
-	}
-	return heldPTTL(i)
-}
-
 // argValue is the probe value of argument i (KEYS first, then ARGV): every
 // argument is a distinct number, so that any of them can serve as a key, a
 // token, a count or a TTL in any unit, and the effects tell which it was.
@@ -150,7 +139,7 @@ func (a *analysis) db(s probeState, nowMS int64) keyspace {
 	ks := keyspace{}
 	if s.auxVal != nil {
 		e := fromTemplate(s.auxVal, "", nowMS)
-		e.exp = nowMS + a.heldPTTL(maxLockKeys)
+		e.exp = nowMS + heldPTTL(maxLockKeys)
 		ks[a.vals[s.aux]] = e
 	}
 	for i, k := range s.keys {
@@ -164,7 +153,7 @@ func (a *analysis) db(s probeState, nowMS int64) keyspace {
 		case byOther2:
 			hv = otherToken2
 		}
-		exp := nowMS + a.heldPTTL(i)
+		exp := nowMS + heldPTTL(i)
 		var e *entry
 		if t := s.tmpl[k.pos]; t != nil && t.typ == k.f {
 			e = fromTemplate(t, hv, nowMS)

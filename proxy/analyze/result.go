@@ -64,9 +64,6 @@ type Semantics struct {
 	// SameReply: a release that answers the same whether it deleted or
 	// not; every master's answer counts as a yes and the client hears it.
 	SameReply bool
-	// TTLGuard: the script does nothing and answers no when the lock's
-	// remaining TTL is below an argument (ttlguard.go).
-	TTLGuard bool
 
 	// Undo takes back what one master's yes to a failed acquisition wrote,
 	// per lock key; nil for kinds that do not acquire. NoIsNoop: a master's
@@ -190,9 +187,6 @@ func (s *Semantics) String() string {
 	}
 	if s.SameReply {
 		b.WriteString(" same-reply")
-	}
-	if s.TTLGuard {
-		b.WriteString(" ttl-guard")
 	}
 	if u := s.Undo; u != nil {
 		fmt.Fprintf(&b, " undo=%s(%s", u.Op, u.Token)

@@ -49,47 +49,6 @@ return 1`, want: corpusWant{sem: `extend string keys=KEYS[1] token=ARGV[1] ttl=A
 `, want: corpusWant{sem: `release string keys=KEYS[1] token=ARGV[1] yes=nil no=nil same-reply`,
 		publish: []string{`publish KEYS[2] "{ \"key\": \"${KEYS[1]}\", \"value\": \"${ARGV[1]}\" }"`}}},
 
-	// redlock-universal 0.8's ATOMIC_EXTEND: nothing when too little TTL
-	// is left (ARGV[2]), then the token check; replies are arrays.
-	{name: "extend guarded by the remaining TTL", body: `
-local current_ttl = redis.call("PTTL", KEYS[1])
-local min_ttl = tonumber(ARGV[2])
-local new_ttl = tonumber(ARGV[3])
-
--- Check if key exists
-if current_ttl == -2 then
-  return {-1, -2}  -- Key doesn't exist
-end
-
--- Check if we have enough time remaining for safe extension
-if current_ttl < min_ttl then
-  return {0, current_ttl}  -- Too late, include actual TTL for logging
-end
-
--- Check value and extend atomically
-local current_value = redis.call("GET", KEYS[1])
-if current_value == ARGV[1] then
-  redis.call("PEXPIRE", KEYS[1], new_ttl)
-  return {1, current_ttl}  -- Success with original TTL
-else
-  return {-1, current_ttl}  -- Value mismatch (lock stolen)
-end`, want: corpusWant{sem: `extend string keys=KEYS[1] token=ARGV[1] ttl=ARGV[3] ms yes=array whose first element is integer 1 no=[:-1 :0] (PTTL at 2) ttl-guard`}},
-
-	// A guard that does something when too little TTL is left (here it
-	// extends whoever holds the lock) is not a refusal: refused, though
-	// the script is a plain extend above the minimum.
-	{name: "a guard that writes", body: `
-local ttl = redis.call("PTTL", KEYS[1])
-if ttl < tonumber(ARGV[2]) then
-  redis.call("PEXPIRE", KEYS[1], 1000000)
-  return 0
-end
-if redis.call("GET", KEYS[1]) == ARGV[1] then
-  redis.call("PEXPIRE", KEYS[1], ARGV[3])
-  return 1
-end
-return 0`, want: corpusWant{refused: "re-sets the TTL of KEYS[1] whoever holds it"}},
-
 	{name: "swapped == operands", body: `if ARGV[1] == redis.call("get", KEYS[1]) then return redis.call("del", KEYS[1]) else return 0 end`,
 		want: corpusWant{sem: `release string keys=KEYS[1] token=ARGV[1] yes=integer 1 no=:0`}},
 
