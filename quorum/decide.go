@@ -1,0 +1,229 @@
+package quorum
+
+import (
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
+)
+
+// A request's decision: the quorum rules over the masters' replies (early
+// decision, validity, the yes reply the client hears, NOQUORUM and its
+// reasons). Called with r.mu held.
+
+// tryDecide computes the outcome if it is certain; force decides with what
+// has arrived. r.mu is held. It returns true when it decided now and the
+// outcome is to be published (not when a split vote is retried instead).
+func (r *Request) tryDecide(force bool) bool {
+	n, q := int32(r.e.n), int32(r.e.q)
+	outstanding := n - r.answered - r.failed
+	if outstanding == 0 {
+		force = true
+	}
+	switch r.agg {
+	case AggVote:
+		if !r.decideVote(n, q, outstanding, force) {
+			return false
+		}
+	case AggValue, AggValueTTL:
+		if v, holders := r.majorityValue(); holders >= int(q) {
+			r.readSuccess(v)
+		} else if r.agg == AggValue && r.answered >= q && r.counterGet(q, force) {
+			// a counter (counter.go)
+		} else if force {
+			r.readFailure()
+		} else {
+			return false
+		}
+	case AggKeys:
+		if !force {
+			return false
+		}
+		r.keysOutcome()
+	case AggEach:
+		if !force {
+			return false
+		}
+		r.won = true
+	case AggCounter:
+		if !r.decideCounter(q, outstanding, force) {
+			return false
+		}
+	case AggPop:
+		if !r.decidePop(q, outstanding, force) {
+			return false
+		}
+	}
+	r.decidedIn = true
+	if r.inDispatch || r.retrying {
+		// dispatch is still submitting on another goroutine (or this
+		// one): it finishes the decision when it returns. A retry
+		// publishes its own outcome.
+		return false
+	}
+	return true
+}
+
+// decideVote decides an AggVote request if its outcome is certain, and
+// reports whether it did.
+func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
+	no := r.answered - r.yes
+	switch {
+	case r.yes >= q && !force && outstanding > 0 && r.kind == Release && !r.yesAgree(q):
+		// Releases whose yes replies differ (a re-entrant release: 1
+		// where it deleted, 0 where a count is left) wait for the rest,
+		// so that the client hears what a quorum did; rare (a leftover
+		// count on a master), and bounded by node_timeout.
+		return false
+	case r.yes >= q:
+		r.success()
+	case r.kind == Release && no <= n-q:
+		// Not refused by enough masters to prove the token is not held
+		// on a quorum: the masters that did not answer may hold it. Wait
+		// for them; then, with a quorum answering, the release stands
+		// (releaseUnconfirmed).
+		if !force {
+			return false
+		}
+		if r.answered < q {
+			r.failure()
+		} else {
+			r.releaseUnconfirmed()
+		}
+	case r.yes+outstanding < q && (force || r.answered >= q || r.answered+outstanding < q):
+		// The vote is lost; answered decides between "not acquired"
+		// and NOQUORUM, so wait for it while it can still matter.
+		r.failure()
+	case force:
+		r.failure()
+	default:
+		return false
+	}
+	return true
+}
+
+// success: a quorum voted yes.
+func (r *Request) success() {
+	if r.TTL > 0 {
+		r.validity = Validity(r.TTL, time.Duration(batching.Now()-r.t0), r.e.cfg.DriftFactor)
+		if r.validity <= 0 {
+			r.reply = r.noReply
+			r.undo()
+			return
+		}
+	}
+	r.won = true
+	r.reply = r.commonYes()
+	if r.combine == CombineQthTTL {
+		r.reply = resp.Reply{Type: resp.Integer, Int: r.qthTTL(func(rep resp.Reply) (int64, bool) {
+			return rep.Int, r.rule.IsYes(&rep, r.nkeys)
+		})}
+	}
+	if r.fence != nil {
+		r.chain(contFence) // the client gets its fencing token instead (counter.go)
+	}
+}
+
+// yesAgree reports whether q masters gave the same yes reply. r.mu is
+// held.
+func (r *Request) yesAgree(q int32) bool {
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied || !r.yesFrom[i] {
+			continue
+		}
+		n := int32(0)
+		for j := i; j < r.e.n; j++ {
+			if r.state[j] == replied && r.yesFrom[j] && r.replies[j].Equal(r.replies[i]) {
+				n++
+			}
+		}
+		if n >= q {
+			return true
+		}
+	}
+	return false
+}
+
+// commonYes is the yes reply most masters gave, the first by master order
+// among equals. Yes replies may differ (a re-entrant release answers 1 where
+// it deleted the lock, 0 where a count is left): the client gets what a
+// quorum says, not what one master that may hold a leftover says.
+// r.mu is held.
+func (r *Request) commonYes() resp.Reply {
+	best, bestN := -1, 0
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied || !r.yesFrom[i] {
+			continue
+		}
+		n := 0
+		for j := i; j < r.e.n; j++ {
+			if r.state[j] == replied && r.yesFrom[j] && r.replies[j].Equal(r.replies[i]) {
+				n++
+			}
+		}
+		if 2*n > r.e.n {
+			return r.replies[i] // a majority: no other reply can match it
+		}
+		if n > bestN {
+			best, bestN = i, n
+		}
+	}
+	if best < 0 {
+		return r.reply
+	}
+	return r.replies[best]
+}
+
+// failure: the vote is lost. Fewer than a quorum answering is NOQUORUM;
+// otherwise the most common non-yes reply (nil for SET NX). A lost
+// acquisition that some masters granted may be a split vote (retry.go).
+func (r *Request) failure() {
+	if int(r.answered) < r.e.q {
+		r.err = r.noQuorum()
+	} else {
+		r.reply = r.mostCommonNo()
+		if r.rule.LooksLikeYes(&r.reply) {
+			// A lost vote never answers a master's reply that the library
+			// could read as success (a bulk "OK" where the yes is +OK):
+			// the script's own "not done" reply instead.
+			r.reply = r.noReply
+		}
+		// With some yes votes the key may be free: the vote split
+		// between concurrent attempts (other proxies'), each undone.
+		r.contended = r.yes == 0
+	}
+	r.undo()
+	if r.err == nil && r.yes > 0 {
+		r.retrying = r.e.mayRetry(r)
+	}
+}
+
+// releaseUnconfirmed: a quorum answered a release, too few of them said
+// yes to confirm it and too few said no to prove the caller held nothing.
+// The token is gone from every master that said yes; the others that
+// answered did not hold it; so it can be left only on masters that did not
+// answer, which are fewer than a quorum. The lock is released in effect, and
+// the holder is told so with the yes reply (a "not the owner" reply would
+// be false for a valid holder whose lock sits on the unanswered masters).
+func (r *Request) releaseUnconfirmed() {
+	r.won = true
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] == replied && r.yesFrom[i] {
+			r.reply = r.replies[i]
+			return
+		}
+	}
+	r.reply = r.mostCommonNo() // unreachable: a quorum answered and at most n-q said no
+}
+
+func (r *Request) noQuorum() *NoQuorumError {
+	// Masters still outstanding when the lack of quorum became certain
+	// count as answering: the number says how many masters are reachable.
+	e := &NoQuorumError{Answered: r.e.n - int(r.failed), N: r.e.n, Q: r.e.q}
+	for i := 0; i < r.e.n; i++ {
+		if r.errs[i] != nil {
+			e.Masters = append(e.Masters, MasterFailure{Addr: r.e.cfg.Masters[i], Err: unwrapMaster(r.errs[i])})
+		}
+	}
+	return e
+}
