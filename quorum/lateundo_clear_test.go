@@ -25,7 +25,7 @@ func submitRel(e *Engine, key, tok string) (*Request, *Waiter) {
 // the undo is sent, and the token does not stay on master 4 until its TTL.
 func TestLateUndoAfterAReleaseThatErred(t *testing.T) {
 	const tok = "tokA"
-	e, ms := revEngine(t)
+	e, ms := lockEngine(t)
 	ms[0].val, ms[1].val, ms[2].val = "B", "B", "B"
 	p1, w := setNX(e, "k", tok)
 	for i := 0; i < 4; i++ {

@@ -1,7 +1,6 @@
 package quorum
 
 import (
-	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -21,51 +20,6 @@ func (p *refusingPipe) Submit(op batching.Op) error {
 		return batching.ErrQueueFull
 	}
 	return p.fakePipe.Submit(op)
-}
-
-// extMaster runs SET NX, a token extend ("EXT k tok": compare-and-pexpire,
-// :1/:0) and the undo against a one-key store; ext records that the
-// current value was extended by EXT.
-type extMaster struct {
-	fp  *fakePipe
-	i   int
-	ran int
-	val string
-	ext bool
-}
-
-func (m *extMaster) step() bool {
-	ops := m.fp.sent()
-	if m.ran >= len(ops) {
-		return false
-	}
-	op := ops[m.ran]
-	m.ran++
-	args := commandArgs(op.Cmd)
-	switch {
-	case bytes.Contains(op.Cmd, []byte(undoScript.SHA1)):
-		if m.val == args[len(args)-1] {
-			m.val, m.ext = "", false
-		}
-	case args[0] == "EXT":
-		rep := resp.Reply{Type: resp.Integer}
-		if m.val == args[2] {
-			m.ext, rep.Int = true, 1
-		}
-		op.C.Complete(m.i, rep, nil)
-	case args[0] == "SET":
-		rep := resp.ReplyNil
-		if m.val == "" {
-			m.val, m.ext, rep = args[2], false, resp.ReplyOK
-		}
-		op.C.Complete(m.i, rep, nil)
-	}
-	return true
-}
-
-func (m *extMaster) drain() {
-	for m.step() {
-	}
 }
 
 // TestLateUndoAfterAnExtendThatCountedIt: a client's SET NX (P1) is refused
@@ -93,9 +47,9 @@ func TestLateUndoAfterAnExtendThatCountedIt(t *testing.T) {
 			e, fps := pipedEngine(5, -1)
 			rp := &refusingPipe{fakePipe: fps[4]}
 			e.pipes[4] = rp
-			ms := make([]*extMaster, 5)
+			ms := make([]*lockMaster, 5)
 			for i := range ms {
-				ms[i] = &extMaster{fp: fps[i], i: i}
+				ms[i] = &lockMaster{fp: fps[i], i: i}
 			}
 			ms[1].val, ms[2].val, ms[3].val = "B", "B", "B"
 			// P1: refused by B's lock; master 4 paused.

@@ -1,7 +1,6 @@
 package quorum
 
 import (
-	"bytes"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -16,79 +15,7 @@ import (
 // the token, and a stress test of the references that deferral keeps. Each
 // failed before its fix (found by a review of the deferral). The model
 // master below runs SET NX, a compare-and-delete release ("REL k tok"), the
-// engine's PEXPIRE (extendScript: :1 when the key exists) and the undo
-// script.
-
-type revMaster struct {
-	fp  *fakePipe
-	i   int
-	val string // "" = absent
-	ran int
-}
-
-// step runs the next submitted op; false when none is left.
-func (m *revMaster) step() bool {
-	ops := m.fp.sent()
-	if m.ran >= len(ops) {
-		return false
-	}
-	op := ops[m.ran]
-	m.ran++
-	args := commandArgs(op.Cmd)
-	var rep resp.Reply
-	switch {
-	case bytes.Contains(op.Cmd, []byte(undoScript.SHA1)):
-		if m.val == args[len(args)-1] {
-			m.val = ""
-		}
-		return true // fire and forget
-	case bytes.Contains(op.Cmd, []byte(extendScript.SHA1)):
-		rep = resp.Reply{Type: resp.Integer}
-		if m.val != "" {
-			rep.Int = 1
-		}
-	case args[0] == "REL":
-		rep = resp.Reply{Type: resp.Integer}
-		if m.val == args[2] {
-			m.val, rep.Int = "", 1
-		}
-	case args[0] == "SET":
-		rep = resp.ReplyNil
-		if m.val == "" {
-			m.val, rep = args[2], resp.ReplyOK
-		}
-	default:
-		panic("model: unknown command " + args[0])
-	}
-	op.C.Complete(m.i, rep, nil)
-	return true
-}
-
-// expireNext drops the next op as the pipeline does with one whose deadline
-// passed before it was written (the master never runs it).
-func (m *revMaster) expireNext() {
-	ops := m.fp.sent()
-	op := ops[m.ran]
-	m.ran++
-	op.C.Complete(m.i, resp.Reply{}, &batching.MasterError{Addr: "m", Err: batching.ErrExpired})
-}
-
-func (m *revMaster) drain() {
-	for m.step() {
-	}
-}
-
-func revEngine(t *testing.T) (*Engine, []*revMaster) {
-	t.Helper()
-	e, fps := pipedEngine(5, -1)
-	// Long deadlines: the test decides what is late; no timer races it.
-	e.cfg.NodeTimeout = time.Minute
-	ms := make([]*revMaster, len(fps))
-	for i := range fps {
-		ms[i] = &revMaster{fp: fps[i], i: i}
-	}
-	return e, ms
-}
+// engine's PEXPIRE and the undo script (lockMaster, lockmodel_test.go).
 
 func submitExtend(e *Engine, key string) (*Request, *Waiter) {
 	w := NewWaiter()
@@ -110,7 +37,7 @@ func submitExtend(e *Engine, key string) (*Request, *Waiter) {
 // where it counted the token.
 func TestLateUndoSparesAKeyAGrantedExtendCounted(t *testing.T) {
 	const tok = "tokA"
-	e, ms := revEngine(t)
+	e, ms := lockEngine(t)
 	ms[1].val, ms[2].val, ms[3].val = "B", "B", "B"
 	// P1: yes on 0, refused on 1-3, master 4 slow: lost early, undone on 0.
 	p1, w := setNX(e, "k", tok)
@@ -167,7 +94,7 @@ func TestLateUndoSparesAKeyAGrantedExtendCounted(t *testing.T) {
 // master 4 (P1's write) as a yes; P1's late undo must not delete it.
 func TestLateUndoSparesAKeyAHoldersExtendCounted(t *testing.T) {
 	const tok = "tokA"
-	e, ms := revEngine(t)
+	e, ms := lockEngine(t)
 	ms[0].val, ms[1].val, ms[2].val = tok, tok, tok // the client's lock G0
 	p1, w := setNX(e, "k", tok)
 	for i := 0; i < 4; i++ {
@@ -203,7 +130,7 @@ func TestLateUndoSparesAKeyAHoldersExtendCounted(t *testing.T) {
 // (TestLateUndoAfterARelease).
 func TestLateUndoAfterSameTokenRelease(t *testing.T) {
 	const tok = "host-1"
-	e, ms := revEngine(t)
+	e, ms := lockEngine(t)
 	ms[0].val, ms[1].val, ms[2].val = tok, tok, tok // the client's lock G0
 	p1, w := setNX(e, "k", tok)                     // re-sent while holding (issue 11)
 	for i := 0; i < 4; i++ {
@@ -252,9 +179,9 @@ func TestLateUndoAfterSameTokenRelease(t *testing.T) {
 func TestStressLateUndoRefs(t *testing.T) {
 	e, fps := pipedEngine(5, time.Millisecond)
 	e.cfg.NodeTimeout = 2 * time.Millisecond
-	ms := make([]*revMaster, 5)
+	ms := make([]*lockMaster, 5)
 	for i := range fps {
-		ms[i] = &revMaster{fp: fps[i], i: i}
+		ms[i] = &lockMaster{fp: fps[i], i: i}
 	}
 	var mu sync.Mutex
 	created, recycled := 0, 0
@@ -283,7 +210,7 @@ func TestStressLateUndoRefs(t *testing.T) {
 	var mwg sync.WaitGroup
 	for i := range ms {
 		mwg.Add(1)
-		go func(m *revMaster, seed uint64) {
+		go func(m *lockMaster, seed uint64) {
 			defer mwg.Done()
 			rng := rand.New(rand.NewPCG(seed, 1))
 			for {
