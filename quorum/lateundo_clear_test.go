@@ -3,21 +3,8 @@ package quorum
 import (
 	"testing"
 
-	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/internal/resp"
 )
-
-// submitRel submits a compare-and-delete release ("REL k tok") of key
-// with tok, as the proxy does for a release script with a known token.
-func submitRel(e *Engine, key, tok string) (*Request, *Waiter) {
-	w := NewWaiter()
-	rel := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: key,
-		cmd:     resp.AppendCommand(nil, []byte("REL"), []byte(key), []byte(tok)),
-		token:   []byte(tok),
-		noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
-	e.Submit(w, rel)
-	return rel, w
-}
 
 // TestLateUndoAfterAReleaseThatErred: a release of the same token that
 // answered an error on the slow master (NOREPLICAS, a script error) deleted

@@ -142,12 +142,7 @@ func TestLateUndoAfterSameTokenRelease(t *testing.T) {
 	}
 	ms[3].drain()
 	// The client releases G0 through this proxy.
-	w = NewWaiter()
-	rel := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: "k",
-		cmd:     resp.AppendCommand(nil, []byte("REL"), []byte("k"), []byte(tok)),
-		token:   []byte(tok),
-		noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
-	e.Submit(w, rel)
+	_, w = submitRel(e, "k", tok)
 	for i := 0; i < 4; i++ {
 		ms[i].step()
 	}
@@ -252,11 +247,7 @@ func TestStressLateUndoRefs(t *testing.T) {
 					_ = ext
 				}
 				if granted || rng.IntN(4) == 0 {
-					w := NewWaiter()
-					rel := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: "k",
-						cmd:   resp.AppendCommand(nil, []byte("REL"), []byte("k"), tok),
-						token: tok, noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
-					e.Submit(w, rel)
+					_, w := submitRel(e, "k", string(tok))
 					e.Wait(w)
 				}
 			}

@@ -91,3 +91,15 @@ func lockEngine(t *testing.T) (*Engine, []*lockMaster) {
 	}
 	return e, ms
 }
+
+// submitRel submits a compare-and-delete release ("REL k tok") of key
+// with tok, as the proxy does for a release script with a known token.
+func submitRel(e *Engine, key, tok string) (*Request, *Waiter) {
+	w := NewWaiter()
+	rel := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: key,
+		cmd:     resp.AppendCommand(nil, []byte("REL"), []byte(key), []byte(tok)),
+		token:   []byte(tok),
+		noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
+	e.Submit(w, rel)
+	return rel, w
+}
