@@ -36,6 +36,7 @@ var libDrivers = []struct {
 	{"symfony-lock_phpredis", func(t *testing.T, e *env) { e.runSymfony(t, "phpredis") }},
 	{"symfony-lock_predis", func(t *testing.T, e *env) { e.runSymfony(t, "predis") }},
 	{"sesamecare-redlock", func(t *testing.T, e *env) { e.runNode(t, "sesame_redlock.js") }},
+	{"simple-redis-mutex", func(t *testing.T, e *env) { e.runNode(t, "simple_redis_mutex.js") }},
 }
 
 // TestLibsPlainRedis: every driver of libDrivers against one plain
