@@ -11,21 +11,20 @@ import (
 	zredis "github.com/zeromicro/go-zero/core/stores/redis"
 )
 
-// Lock libraries that lockproxy serves only once it understands scripts by
-// what they do (issue 13): their scripts are not in the catalog, so today
-// lockproxy refuses them. Each driver takes its library through the same
-// lifecycle, and reads the masters after every step: acquire (the key holds
-// the holder's token with the asked TTL), refused while held, a stranger's
-// extend and release do nothing, extend (the TTL moves back up), release,
-// re-acquire by the locker refused before, expiry (another locker gets it
-// after the TTL, and the expired holder's release leaves it alone).
+// Lock libraries whose scripts are not in the catalog: lockproxy serves
+// them by understanding their scripts (issue 13). Each driver takes its
+// library through the same lifecycle, and reads the masters after every
+// step: acquire (the key holds the holder's token with the asked TTL),
+// refused while held, a stranger's extend and release do nothing, extend
+// (the TTL moves back up), release, re-acquire by the locker refused
+// before, expiry (another locker gets it after the TTL, and the expired
+// holder's release leaves it alone).
 //
 // TestLibsPlainRedis runs every driver against one plain redis-server, no
 // lockproxy: there the libraries work by construction, so a pass shows the
-// driver is right. libs_analyzer_test.go (build tag analyzer) runs the same
-// drivers through lockproxy, unchanged; its tag goes when the analyzer
-// lands. docs/compat.md ("Libraries waiting for script understanding")
-// says how each fails through lockproxy until then.
+// driver is right. TestLibsThroughLockproxy (libs_lockproxy_test.go) runs
+// the same drivers through lockproxy, unchanged. docs/compat.md
+// ("Libraries served by script understanding") lists them.
 var libDrivers = []struct {
 	name string
 	run  func(t *testing.T, e *env)
