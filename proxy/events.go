@@ -31,11 +31,15 @@ type slotEvent struct {
 // off and no signal is pushed.
 func (s *Server) eventsFor(typ pubsub.EventType, signals int) *slotEvent {
 	hub := s.cfg.Hub
-	if hub == nil || (signals == 0 && !hub.EmitsKeyspace()) {
+	if hub == nil {
+		return nil
+	}
+	keyspace := hub.EmitsKeyspace()
+	if signals == 0 && !keyspace {
 		return nil
 	}
 	ev := &slotEvent{}
-	if hub.EmitsKeyspace() {
+	if keyspace {
 		ev.typ = typ
 	}
 	return ev

@@ -24,7 +24,11 @@ const (
 // extensions and releases as events: this hub makes keyspace
 // notifications, or another hub on the master set does.
 func (h *Hub) EmitsKeyspace() bool {
-	return h.ksOn.Load() || time.Now().UnixNano() < h.remoteKS.Load()
+	if h.ksOn.Load() {
+		return true
+	}
+	until := h.remoteKS.Load() // 0 until another hub said so: no clock read
+	return until != 0 && time.Now().UnixNano() < until
 }
 
 // onInterest records another hub's interest. h.mu is held.

@@ -38,7 +38,9 @@ func (h *Hub) Receivers(kind Kind, channel string, replies []int64) int64 {
 			return
 		}
 		for i, m := range h.masters {
-			if r.confirmed&(1<<i) != 0 || m.conn != nil {
+			// Confirmed or not yet: while the connection is up (a
+			// confirmation is forgotten with its connection).
+			if m.conn != nil {
 				own[i]++
 			}
 		}
