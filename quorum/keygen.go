@@ -22,26 +22,48 @@ import (
 // do not mark it: they create no key, so after them the key holds the
 // token only if the failed acquisition wrote it, and its undo is right.
 // Skipping that undo left the token on the late master until its TTL,
-// where it refused every other client's acquisition. Keys share slots by hash; a collision only skips an
-// undo, which is safe.
+// where it refused every other client's acquisition. Keys share slots; each
+// entry carries its key's 64-bit hash, so a later write looks only at the
+// entries of its own key (a hash collision only defers or skips an undo,
+// which is safe) without touching the others' requests.
 //
 // The slot's lock orders the two: a write marks the waiting requests before
 // it is submitted, and a late undo checks its mark and submits under the
 // lock, so an undo found current is queued before the later write.
 type keySlots struct {
 	seed maphash.Seed
-	s    [1 << 12]keySlot
+	// Every acquisition touches its key's slot: few enough slots that the
+	// table stays in the CPU's cache, and the hashes in the entries keep
+	// the lists that share a slot apart.
+	s [1 << 10]keySlot
 }
 
 type keySlot struct {
-	mu      sync.Mutex // protects waiting and their superseded marks
-	waiting []*Request // failed acquisitions whose undo waits for late replies
+	mu      sync.Mutex  // protects waiting and their superseded marks
+	waiting []slotEntry // failed acquisitions whose undo waits for late replies
+	// inline is waiting's first storage: a slot rarely holds more than a
+	// couple, and then the list shares the slot's 64 bytes instead of
+	// costing a cache miss of its own on every acquisition of a key.
+	inline [2]slotEntry
 }
 
-func (k *keySlots) init() { k.seed = maphash.MakeSeed() }
+// slotEntry is a registered failed acquisition and its key's hash.
+type slotEntry struct {
+	h uint64
+	r *Request
+}
 
-func (k *keySlots) of(key []byte) *keySlot {
-	return &k.s[maphash.Bytes(k.seed, key)%uint64(len(k.s))]
+func (k *keySlots) init() {
+	k.seed = maphash.MakeSeed()
+	for i := range k.s {
+		k.s[i].waiting = k.s[i].inline[:0]
+	}
+}
+
+// of returns key's slot and hash.
+func (k *keySlots) of(key []byte) (*keySlot, uint64) {
+	h := maphash.Bytes(k.seed, key)
+	return &k.s[h%uint64(len(k.s))], h
 }
 
 // slotKey is the key a request is registered and numbered under: its
@@ -70,9 +92,13 @@ func (e *Engine) supersede(w *Request) {
 		return
 	}
 	sent := ^w.skip & (1<<e.n - 1) // the masters w goes to
-	s := e.slots.of(key)
+	s, h := e.slots.of(key)
 	s.mu.Lock()
-	for _, q := range s.waiting {
+	for _, en := range s.waiting {
+		if en.h != h {
+			continue // another key's
+		}
+		q := en.r
 		match := w.token == nil || bytes.Equal(w.token, q.undoToken)
 		if clears {
 			// Only where the release surely deletes what the failed
@@ -166,7 +192,7 @@ func (w *Request) resolveSups(i int) {
 	default: // lost: it may have
 		wrote = true
 	}
-	s := w.e.slots.of(w.slotKey())
+	s, _ := w.e.slots.of(w.slotKey())
 	s.mu.Lock()
 	w.supLeft &^= bit
 	for _, q := range w.sups {
@@ -204,9 +230,9 @@ func (w *Request) resolveSups(i int) {
 // remove takes q off the slot. s.mu is held.
 func (s *keySlot) remove(q *Request) {
 	for i, x := range s.waiting {
-		if x == q {
+		if x.r == q {
 			last := len(s.waiting) - 1
-			s.waiting[i], s.waiting[last] = s.waiting[last], nil
+			s.waiting[i], s.waiting[last] = s.waiting[last], slotEntry{}
 			s.waiting = s.waiting[:last]
 			return
 		}
@@ -220,10 +246,11 @@ func (r *Request) register() {
 	if key == nil || r.slot != nil {
 		return
 	}
-	r.slot = r.e.slots.of(key)
-	r.slot.mu.Lock()
-	r.slot.waiting = append(r.slot.waiting, r)
-	r.slot.mu.Unlock()
+	s, h := r.e.slots.of(key)
+	r.slot = s
+	s.mu.Lock()
+	s.waiting = append(s.waiting, slotEntry{h, r})
+	s.mu.Unlock()
 }
 
 // deregister removes r from its slot once no master is left to answer.

@@ -186,7 +186,7 @@ func TestStressLateUndoRefs(t *testing.T) {
 			s := &e.slots.s[i]
 			s.mu.Lock()
 			for _, q := range s.waiting {
-				if q == r {
+				if q.r == r {
 					mu.Lock()
 					bad = append(bad, "recycled while registered")
 					mu.Unlock()
