@@ -115,7 +115,7 @@ type Request struct {
 	w        *Waiter
 	undoKey  [1][]byte    // OneUndoKey's storage
 	buf      []byte       // CmdBuffer's storage, kept when recycled
-	pooled   bool         // from NewRequest: recycled when refs reach 0
+	pooled   bool         // from NewRequest: back to the pool when refs reach 0
 	refs     atomic.Int32 // the submitter's, one per op sent, finish's (see Release)
 	deadline atomic.Int64 // batching.Now() deadline, set at dispatch
 	dlSeq    int64        // its deadline entry's sequence number + 1; 0: none to cancel (under deadlines.mu)
@@ -168,52 +168,19 @@ const (
 // Decided reports whether the outcome is known.
 func (r *Request) Decided() bool { return r.done.Load() }
 
-// freeRequests recycles Requests: one is allocated per client command, and
+// requestPool recycles Requests: one is allocated per client command, and
 // at hundreds of thousands a second their allocation and scanning were a
-// visible share of lockproxy's CPU (docs/bench/README.md). It is a LIFO
-// linked through Request.next: the request taken is the one freed last,
-// still in the CPU's cache, and a put writes only the request itself and
-// the head. Unlike a sync.Pool it is not emptied at every GC cycle, which
-// made the requests in flight be allocated and zeroed again; it is bounded
-// instead, and requests beyond the bound are left to the GC.
-var freeRequests struct {
-	mu   sync.Mutex
-	head *Request
-	n    int
-}
+// visible share of lockproxy's CPU (docs/bench/README.md). A LIFO free list
+// of its own measured no better (docs/bench/proxy-cpu.md).
+var requestPool = sync.Pool{New: func() any { return new(Request) }}
 
-// maxFreeRequests bounds the free list: enough for the requests in flight
-// under a heavy pipelined load, a few MB.
-const maxFreeRequests = 4096
-
-// NewRequest returns a zeroed Request that is recycled once its submitter
-// has called Release and every master has answered or failed. A Request
-// made with &Request{} works the same and is left to the GC.
+// NewRequest returns a zeroed Request that goes back to a pool once its
+// submitter has called Release and every master has answered or failed.
+// A Request made with &Request{} works the same and is left to the GC.
 func NewRequest() *Request {
-	f := &freeRequests
-	f.mu.Lock()
-	r := f.head
-	if r != nil {
-		f.head, r.next = r.next, nil
-		f.n--
-	}
-	f.mu.Unlock()
-	if r == nil {
-		r = new(Request)
-	}
+	r := requestPool.Get().(*Request)
 	r.pooled = true
 	return r
-}
-
-// recycle puts zeroed r on the free list, unless it is full.
-func recycle(r *Request) {
-	f := &freeRequests
-	f.mu.Lock()
-	if f.n < maxFreeRequests {
-		r.next, f.head = f.head, r
-		f.n++
-	}
-	f.mu.Unlock()
 }
 
 // Release tells the engine that the submitter has read r's outcome and
@@ -260,7 +227,7 @@ func (r *Request) unref() {
 		}
 		*r = Request{}
 		r.buf = buf
-		recycle(r)
+		requestPool.Put(r)
 	}
 	if parent != nil {
 		parent.unref() // a retry aliases its parent's command: kept until now
