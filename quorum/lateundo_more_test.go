@@ -182,8 +182,11 @@ func TestStressLateUndoRefs(t *testing.T) {
 	created, recycled := 0, 0
 	var bad []string
 	onRecycle = func(r *Request) {
-		for i := range e.slots.s {
-			s := &e.slots.s[i]
+		for i := 0; i <= len(e.slots.s); i++ {
+			s := &e.slots.multi
+			if i < len(e.slots.s) {
+				s = &e.slots.s[i]
+			}
 			s.mu.Lock()
 			for _, q := range s.waiting {
 				if q.r == r {

@@ -188,6 +188,14 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 		k := at(Arg{Keys: true, Index: 1})
 		r.Key = unsafe.String(unsafe.SliceData(k), len(k))
 	}
+	if r.Key == "" && len(keys) > 1 && (op.Kind == Acquire || op.Kind == AcquireOrExtend || op.Kind == Extend) {
+		// No single lock key: the late-undo record looks at every key
+		// it may write or count (supersede).
+		r.keys = make([][]byte, len(keys))
+		for i := range keys {
+			r.keys[i] = at(Arg{Keys: true, Index: i + 1})
+		}
+	}
 	if !op.Counter.IsZero() && (op.Kind == Acquire || op.Kind == AcquireOrExtend) {
 		r.fence = at(op.Counter)
 	}

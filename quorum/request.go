@@ -134,6 +134,11 @@ type Request struct {
 	// key's slot; a later write of its token marks it superseded
 	// (keygen.go). Both under slot.mu.
 	slot       *keySlot
+	home       *keySlot // the slot r was registered on, kept after it leaves (resolveSups)
+	undoHashes []uint64 // a multi-key r's undo keys' hashes, on the multi slot
+	// keys: the keys of a script over several KEYS with no single lock
+	// key (supersede); they alias cmd.
+	keys       [][]byte
 	superseded uint16 // masters (bit i) a later write of the token went to
 	sup        *supState
 	// The failed acquisitions this request, a later acquisition of their
