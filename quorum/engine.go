@@ -227,9 +227,11 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 		opDeadline = 0
 	}
 	acquire := r.kind == Acquire || r.kind == AcquireOrExtend
+	// One reference per master, each dropped by that master's Complete
+	// (which may run at once on the loop), taken in one step.
+	r.refs.Add(int32(len(e.pipes)))
 	for i, p := range e.pipes {
 		if r.skip&(1<<i) != 0 {
-			r.ref()
 			r.Complete(i, resp.Reply{}, &notSentError{errSkipped})
 			continue
 		}
@@ -241,12 +243,10 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 			// split vote then cannot be settled until node_timeout, and
 			// the left-over tokens refuse others. It is not sent; its
 			// vote is a no, as it would be at the deadline.
-			r.ref()
 			r.Complete(i, resp.Reply{}, &notSentError{&StalledError{For: p.Stalled(now)}})
 			continue
 		}
 		e.loadFirst(i, r)
-		r.ref() // dropped by the op's Complete, which may run at once on the loop
 		if err := p.Submit(batching.Op{Cmd: r.cmd, Deadline: opDeadline, C: r}); err != nil {
 			r.Complete(i, resp.Reply{}, &notSentError{err})
 		}
