@@ -281,9 +281,12 @@ func TestStressLateUndoRefs(t *testing.T) {
 	if len(bad) > 0 {
 		t.Fatalf("%d requests recycled while registered", len(bad))
 	}
-	waiting := 0
-	for i := range e.slots.s {
-		s := &e.slots.s[i]
+	waiting := int(e.slots.nmulti.Load())
+	for i := 0; i <= len(e.slots.s); i++ {
+		s := &e.slots.multi
+		if i < len(e.slots.s) {
+			s = &e.slots.s[i]
+		}
 		s.mu.Lock()
 		waiting += len(s.waiting)
 		s.mu.Unlock()

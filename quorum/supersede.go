@@ -29,7 +29,7 @@ func (e *Engine) supersede(w *Request) {
 		}
 		s, h := e.slots.of(key)
 		e.supersedeIn(w, s, h, key, sent, clears)
-		if e.slots.nmulti.Load() > 0 {
+		if !clears && e.slots.nmulti.Load() > 0 { // releases do not clear them
 			e.supersedeMulti(w, []uint64{h}, sent)
 		}
 		return
@@ -83,9 +83,6 @@ func (e *Engine) supersedeMulti(w *Request, hs []uint64, sent uint16) {
 	for _, en := range s.waiting {
 		q := en.r
 		if !sharesKey(q.undoHashes, hs) {
-			continue
-		}
-		if w.kind == Release {
 			continue
 		}
 		if w.token == nil || bytes.Equal(w.token, q.undoToken) {
