@@ -228,7 +228,8 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	}
 	acquire := r.kind == Acquire || r.kind == AcquireOrExtend
 	// One reference per master, each dropped by that master's Complete
-	// (which may run at once on the loop), taken in one step.
+	// (which may run at once on the loop): taken with one atomic add, not
+	// one per master, as this runs for every request.
 	r.refs.Add(int32(len(e.pipes)))
 	for i, p := range e.pipes {
 		if r.skip&(1<<i) != 0 {

@@ -73,7 +73,7 @@ func BenchmarkEngineSetNX(b *testing.B) {
 			for ; answered[i] < upto; answered[i]++ {
 				op := p.ops[answered[i]]
 				r := op.C.(*Request)
-				k := keyOf(r, keys)
+				k := keyOf(r)
 				rep := resp.ReplyNil
 				if !held[k][i] {
 					held[k][i] = true
@@ -98,7 +98,7 @@ func BenchmarkEngineSetNX(b *testing.B) {
 }
 
 // keyOf finds the key index of r's command (key:N), without a map.
-func keyOf(r *Request, keys [][]byte) int {
+func keyOf(r *Request) int {
 	k := r.Key
 	n := 0
 	for i := len("key:"); i < len(k); i++ {

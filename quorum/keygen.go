@@ -133,7 +133,7 @@ func (r *Request) register() {
 		return
 	}
 	k := &r.e.slots
-	if keys := r.multiKeys(); keys != nil {
+	if len(r.undoKeys) > 1 { // what it may have written: several keys
 		r.undoHashes = make([]uint64, len(r.undoKeys))
 		for i, key := range r.undoKeys {
 			_, r.undoHashes[i] = k.of(key)

@@ -182,12 +182,7 @@ func TestStressLateUndoRefs(t *testing.T) {
 	created, recycled := 0, 0
 	var bad []string
 	onRecycle = func(r *Request) {
-		for i := 0; i <= len(e.slots.s); i++ {
-			s := &e.slots.multi
-			if i < len(e.slots.s) {
-				s = &e.slots.s[i]
-			}
-			s.mu.Lock()
+		eachSlot(e, func(s *keySlot) {
 			for _, q := range s.waiting {
 				if q.r == r {
 					mu.Lock()
@@ -195,8 +190,7 @@ func TestStressLateUndoRefs(t *testing.T) {
 					mu.Unlock()
 				}
 			}
-			s.mu.Unlock()
-		}
+		})
 		if r.e != nil { // the engine's own children are pooled too
 			mu.Lock()
 			recycled++
@@ -281,16 +275,8 @@ func TestStressLateUndoRefs(t *testing.T) {
 	if len(bad) > 0 {
 		t.Fatalf("%d requests recycled while registered", len(bad))
 	}
-	waiting := int(e.slots.nmulti.Load())
-	for i := 0; i <= len(e.slots.s); i++ {
-		s := &e.slots.multi
-		if i < len(e.slots.s) {
-			s = &e.slots.s[i]
-		}
-		s.mu.Lock()
-		waiting += len(s.waiting)
-		s.mu.Unlock()
-	}
+	waiting := int(e.slots.nmulti.Load()) // must be 0 too
+	eachSlot(e, func(s *keySlot) { waiting += len(s.waiting) })
 	sent, lost, unconf := e.UndoStats()
 	t.Logf("created %d pooled acquisitions, %d pooled requests recycled (children included), retries %d; undos sent %d lost %d unconfirmed %d", created, recycled, e.Retries(), sent, lost, unconf)
 	if waiting != 0 {

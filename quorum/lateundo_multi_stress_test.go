@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -11,78 +10,6 @@ import (
 	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
-// rmMaster is a keysMaster that also runs a release ("REL k tok") and keeps
-// no extension marks.
-type rmMaster struct {
-	fp   *fakePipe
-	i    int
-	vals map[string]string
-	ran  int
-}
-
-func (m *rmMaster) step() bool {
-	ops := m.fp.sent()
-	if m.ran >= len(ops) {
-		return false
-	}
-	op := ops[m.ran]
-	m.ran++
-	args := commandArgs(op.Cmd)
-	var rep resp.Reply
-	switch args[0] {
-	case "EVALSHA":
-		n, _ := strconv.Atoi(args[2])
-		tok := args[3+n]
-		for _, k := range args[3 : 3+n] {
-			if m.vals[k] == tok {
-				delete(m.vals, k)
-			}
-		}
-		return true
-	case "SET":
-		rep = resp.ReplyNil
-		if m.vals[args[1]] == "" {
-			m.vals[args[1]], rep = args[2], resp.ReplyOK
-		}
-	case "MSET":
-		keys, tok := args[1:len(args)-1], args[len(args)-1]
-		rep = resp.ReplyOK
-		for _, k := range keys {
-			if m.vals[k] != "" {
-				rep = resp.ReplyNil
-			}
-		}
-		if rep.IsOK() {
-			for _, k := range keys {
-				m.vals[k] = tok
-			}
-		}
-	case "EXT", "MEXT":
-		keys, tok := args[1:len(args)-1], args[len(args)-1]
-		rep = resp.Reply{Type: resp.Integer, Int: 1}
-		for _, k := range keys {
-			if m.vals[k] != tok {
-				rep.Int = 0
-			}
-		}
-	case "REL":
-		rep = resp.Reply{Type: resp.Integer}
-		if m.vals[args[1]] == args[2] {
-			delete(m.vals, args[1])
-			rep.Int = 1
-		}
-	default:
-		panic("model: " + args[0])
-	}
-	op.C.Complete(m.i, rep, nil)
-	return true
-}
-
-func (m *rmMaster) drain() {
-	for m.step() {
-	}
-}
-
 // TestStressLateUndoRefsAcrossKeys: single- and multi-key acquisitions (pooled),
 // extensions over several keys with duplicates, releases; masters pause.
 // Afterwards: nothing registered (the multi slot included), nmulti 0, and
@@ -90,20 +17,16 @@ func (m *rmMaster) drain() {
 func TestStressLateUndoRefsAcrossKeys(t *testing.T) {
 	e, fps := pipedEngine(5, time.Millisecond)
 	e.cfg.NodeTimeout = 2 * time.Millisecond
-	ms := make([]*rmMaster, 5)
+	defer e.timers.close()
+	ms := make([]*keysMaster, 5)
 	for i := range fps {
-		ms[i] = &rmMaster{fp: fps[i], i: i, vals: map[string]string{}}
+		ms[i] = &keysMaster{fp: fps[i], i: i, vals: map[string]string{}, ext: map[string]bool{}}
 	}
 	var mu sync.Mutex
 	created, recycled := 0, 0
 	var bad []string
 	onRecycle = func(r *Request) {
-		for i := 0; i <= len(e.slots.s); i++ {
-			s := &e.slots.multi
-			if i < len(e.slots.s) {
-				s = &e.slots.s[i]
-			}
-			s.mu.Lock()
+		eachSlot(e, func(s *keySlot) {
 			for _, q := range s.waiting {
 				if q.r == r {
 					mu.Lock()
@@ -111,8 +34,7 @@ func TestStressLateUndoRefsAcrossKeys(t *testing.T) {
 					mu.Unlock()
 				}
 			}
-			s.mu.Unlock()
-		}
+		})
 		if r.e != nil {
 			mu.Lock()
 			recycled++
@@ -121,28 +43,7 @@ func TestStressLateUndoRefsAcrossKeys(t *testing.T) {
 	}
 	t.Cleanup(func() { onRecycle = nil })
 	stop := make(chan struct{})
-	var mwg sync.WaitGroup
-	for i := range ms {
-		mwg.Add(1)
-		go func(m *rmMaster, seed uint64) {
-			defer mwg.Done()
-			rng := rand.New(rand.NewPCG(seed, 1))
-			for {
-				select {
-				case <-stop:
-					m.drain()
-					return
-				default:
-				}
-				if rng.IntN(50) == 0 {
-					time.Sleep(time.Duration(rng.IntN(8)) * time.Millisecond)
-				}
-				if !m.step() {
-					time.Sleep(50 * time.Microsecond)
-				}
-			}
-		}(ms[i], uint64(i))
-	}
+	mwg := stepMasters(ms, stop)
 	keysets := [][]string{{"A", "B"}, {"B", "A"}, {"A"}, {"B"}, {"A", "A"}, {"A", "B", "A"}}
 	var cwg sync.WaitGroup
 	for c := 0; c < 4; c++ {
@@ -154,25 +55,7 @@ func TestStressLateUndoRefsAcrossKeys(t *testing.T) {
 			for n := 0; n < 150; n++ {
 				ks := keysets[rng.IntN(len(keysets))]
 				w := NewWaiter()
-				r := NewRequest()
-				var args [][]byte
-				if len(ks) == 1 {
-					args = [][]byte{[]byte("SET"), []byte(ks[0]), []byte(tok), []byte("NX"), []byte("PX"), []byte("10000")}
-					r.Key, r.exclusive = ks[0], true
-				} else {
-					args = [][]byte{[]byte("MSET")}
-					for _, k := range ks {
-						args = append(args, []byte(k))
-					}
-					args = append(args, []byte(tok))
-				}
-				r.kind, r.agg, r.rule, r.nkeys = Acquire, AggVote, &YesOK, len(ks)
-				r.cmd = resp.AppendCommand(nil, args...)
-				for _, k := range ks {
-					r.undoKeys = append(r.undoKeys, []byte(k))
-				}
-				r.undoToken, r.undoOp, r.token, r.nilIsNoop = []byte(tok), UndoDelIfValue, []byte(tok), true
-				r.TTL, r.noReply, r.t0 = 10*time.Second, resp.ReplyNil, batching.Now()
+				r := pooledAcquire(tok, ks)
 				mu.Lock()
 				created++
 				mu.Unlock()
@@ -198,34 +81,18 @@ func TestStressLateUndoRefsAcrossKeys(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	close(stop)
 	mwg.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		for _, m := range ms {
-			m.drain()
-		}
+	drainUntil(ms, 5*time.Second, func() bool {
 		mu.Lock()
-		done := recycled >= created+int(e.Retries())
-		mu.Unlock()
-		if done || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer mu.Unlock()
+		return recycled >= created+int(e.Retries())
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(bad) > 0 {
 		t.Fatalf("%d requests recycled while registered", len(bad))
 	}
 	waiting := 0
-	for i := 0; i <= len(e.slots.s); i++ {
-		s := &e.slots.multi
-		if i < len(e.slots.s) {
-			s = &e.slots.s[i]
-		}
-		s.mu.Lock()
-		waiting += len(s.waiting)
-		s.mu.Unlock()
-	}
+	eachSlot(e, func(s *keySlot) { waiting += len(s.waiting) })
 	sent, lost, unconf := e.UndoStats()
 	t.Logf("created %d, recycled %d, retries %d; undos sent %d lost %d unconfirmed %d; nmulti %d", created, recycled, e.Retries(), sent, lost, unconf, e.slots.nmulti.Load())
 	if waiting != 0 || e.slots.nmulti.Load() != 0 {
@@ -233,5 +100,72 @@ func TestStressLateUndoRefsAcrossKeys(t *testing.T) {
 	}
 	if want := created + int(e.Retries()); recycled != want {
 		t.Fatalf("%d recycled, want %d", recycled, want)
+	}
+}
+
+// stepMasters runs each master on its own goroutine, with random pauses,
+// until stop; then each drains what it was sent.
+func stepMasters(ms []*keysMaster, stop chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i := range ms {
+		wg.Add(1)
+		go func(m *keysMaster, seed uint64) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, 1))
+			for {
+				select {
+				case <-stop:
+					m.drain()
+					return
+				default:
+				}
+				if rng.IntN(50) == 0 {
+					time.Sleep(time.Duration(rng.IntN(8)) * time.Millisecond)
+				}
+				if !m.step() {
+					time.Sleep(50 * time.Microsecond)
+				}
+			}
+		}(ms[i], uint64(i))
+	}
+	return &wg
+}
+
+// pooledAcquire is a pooled acquisition of keys with tok: SET NX for one
+// key (keyed, exclusive), MSET for several, as the proxy builds them.
+func pooledAcquire(tok string, keys []string) *Request {
+	r := NewRequest()
+	var args [][]byte
+	if len(keys) == 1 {
+		args = [][]byte{[]byte("SET"), []byte(keys[0]), []byte(tok), []byte("NX"), []byte("PX"), []byte("10000")}
+		r.Key, r.exclusive = keys[0], true
+	} else {
+		args = [][]byte{[]byte("MSET")}
+		for _, k := range keys {
+			args = append(args, []byte(k))
+		}
+		args = append(args, []byte(tok))
+	}
+	r.kind, r.agg, r.rule, r.nkeys = Acquire, AggVote, &YesOK, len(keys)
+	r.cmd = resp.AppendCommand(nil, args...)
+	for _, k := range keys {
+		r.undoKeys = append(r.undoKeys, []byte(k))
+	}
+	r.undoToken, r.undoOp, r.token, r.nilIsNoop = []byte(tok), UndoDelIfValue, []byte(tok), true
+	r.TTL, r.noReply, r.t0 = 10*time.Second, resp.ReplyNil, batching.Now()
+	return r
+}
+
+// drainUntil drains the masters until done or the time limit.
+func drainUntil(ms []*keysMaster, limit time.Duration, done func() bool) {
+	deadline := time.Now().Add(limit)
+	for {
+		for _, m := range ms {
+			m.drain()
+		}
+		if done() || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

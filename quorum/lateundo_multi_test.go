@@ -13,8 +13,9 @@ import (
 // several keys, stepped by hand. It runs SET NX ("SET k tok NX PX ms"), an
 // all-or-nothing acquisition of several keys ("MSET k1 k2 … tok": OK when
 // all are free, else nil), a token extend of one key ("EXT k tok") or of
-// several ("MEXT k1 k2 … tok": 1 when every key holds tok), and the undo
-// script (compare-and-delete of each key). ext records the keys extended.
+// several ("MEXT k1 k2 … tok": 1 when every key holds tok), a
+// compare-and-delete release ("REL k tok") and the undo script
+// (compare-and-delete of each key). ext records the keys extended.
 type keysMaster struct {
 	fp   *fakePipe
 	i    int
@@ -77,11 +78,32 @@ func (m *keysMaster) step() bool {
 				m.ext[k] = true
 			}
 		}
+	case "REL":
+		rep = resp.Reply{Type: resp.Integer}
+		if m.vals[args[1]] == args[2] {
+			delete(m.vals, args[1])
+			delete(m.ext, args[1])
+			rep.Int = 1
+		}
 	default:
 		panic("model: unknown command " + args[0])
 	}
 	op.C.Complete(m.i, rep, nil)
 	return true
+}
+
+// eachSlot calls f with every late-undo slot of e, the multi slot
+// included, each under its lock.
+func eachSlot(e *Engine, f func(*keySlot)) {
+	for i := 0; i <= len(e.slots.s); i++ {
+		s := &e.slots.multi
+		if i < len(e.slots.s) {
+			s = &e.slots.s[i]
+		}
+		s.mu.Lock()
+		f(s)
+		s.mu.Unlock()
+	}
 }
 
 func (m *keysMaster) drain() {

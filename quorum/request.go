@@ -84,7 +84,7 @@ type Request struct {
 	undoOp    UndoOp
 	undoExtra [][]byte // UndoZRem: members the acquisition adds besides the token
 	// token is the lock token this operation writes or checks, when known
-	// (supersede: keygen.go); nil: unknown, it may write any.
+	// (supersede.go); nil: unknown, it may write any.
 	token []byte
 	// load, for a script not loaded on every master connection: its body
 	// and sha1, loaded on a master before its first use there.
@@ -130,9 +130,9 @@ type Request struct {
 	// parent, which publishes its outcome; the child holds a reference to
 	// the parent, whose command it aliases.
 	parent *Request
-	// A failed acquisition waiting for late replies is registered on its
-	// key's slot; a later write of its token marks it superseded
-	// (keygen.go). Both under slot.mu.
+	// A failed acquisition waiting for late replies is registered on a
+	// slot (keygen.go); a later write of its token marks it superseded
+	// (supersede.go). Both under its home slot's lock.
 	slot       *keySlot
 	home       *keySlot // the slot r was registered on, kept after it leaves (resolveSups)
 	undoHashes []uint64 // a multi-key r's undo keys' hashes, on the multi slot
@@ -141,9 +141,10 @@ type Request struct {
 	keys       [][]byte
 	superseded uint16 // masters (bit i) a later write of the token went to
 	sup        *supState
-	// The failed acquisitions this request, a later acquisition of their
-	// token, superseded; supLeft: its masters whose outcome they still
-	// wait for (keygen.go). Under the key's slot.mu.
+	// The failed acquisitions this request, a later write of their token,
+	// superseded; supLeft: its masters whose outcome they still wait for
+	// (supersede.go). Set by supersede before the request is submitted,
+	// then changed by resolveSups under r.mu.
 	sups    []*Request
 	supLeft uint16
 	// skip: masters this request is not sent to (a split vote's retry
@@ -172,75 +173,6 @@ const (
 
 // Decided reports whether the outcome is known.
 func (r *Request) Decided() bool { return r.done.Load() }
-
-// requestPool recycles Requests: one is allocated per client command, and
-// at hundreds of thousands a second their allocation and scanning were a
-// visible share of lockproxy's CPU (docs/bench/README.md). A LIFO free list
-// of its own measured no better (docs/bench/proxy-cpu.md).
-var requestPool = sync.Pool{New: func() any { return new(Request) }}
-
-// NewRequest returns a zeroed Request that goes back to a pool once its
-// submitter has called Release and every master has answered or failed.
-// A Request made with &Request{} works the same and is left to the GC.
-func NewRequest() *Request {
-	r := requestPool.Get().(*Request)
-	r.pooled = true
-	return r
-}
-
-// Release tells the engine that the submitter has read r's outcome and
-// holds no reference to r any more; r must be decided. r is recycled once
-// nothing else refers to it: a master that has not answered yet (its reply
-// still arrives to r), or the engine handing r's key to the next request.
-// Requests never submitted, or whose submitter went away before the
-// outcome, are simply not released.
-func (r *Request) Release() { r.unref() }
-
-// CmdBuffer returns an empty slice with room for n bytes, for Cmd: a pooled
-// Request keeps it for the next command once recycled, when nothing (a
-// master's queue, the key table) refers to it any more.
-func (r *Request) CmdBuffer(n int) []byte {
-	if cap(r.buf) < n {
-		r.buf = make([]byte, 0, max(n, 64))
-	}
-	return r.buf[:0]
-}
-
-// maxKeptBuffer bounds the command buffer a recycled Request keeps.
-const maxKeptBuffer = 4 << 10
-
-// OneUndoKey returns UndoKeys for a single key without allocating.
-func (r *Request) OneUndoKey(k []byte) [][]byte {
-	r.undoKey[0] = k
-	return r.undoKey[:]
-}
-
-func (r *Request) ref() { r.refs.Add(1) }
-
-func (r *Request) unref() {
-	if r.refs.Add(-1) != 0 {
-		return
-	}
-	parent := r.parent
-	if r.pooled {
-		if onRecycle != nil {
-			onRecycle(r)
-		}
-		buf := r.buf[:0]
-		if cap(buf) > maxKeptBuffer {
-			buf = nil
-		}
-		*r = Request{}
-		r.buf = buf
-		requestPool.Put(r)
-	}
-	if parent != nil {
-		parent.unref() // a retry aliases its parent's command: kept until now
-	}
-}
-
-// onRecycle, when set by a test, sees each Request going back to the pool.
-var onRecycle func(*Request)
 
 // Complete implements batching.Completer: one master's reply or failure.
 // Each op dispatch sends holds a reference to r, which this drops.
@@ -316,17 +248,6 @@ func (r *Request) complete(master int, rep resp.Reply, err error) {
 		r.e.scheduleRetry(r)
 	}
 	r.settle(settled)
-}
-
-// settle drops r's deadline once r is decided: expire does nothing for a
-// decided request (late replies are taken as they come, and the ops still
-// outstanding hold their own references), so r can be recycled as soon as
-// its submitter and its masters are done with it. r.mu is not held; the
-// caller holds a reference to r.
-func (r *Request) settle(settled bool) {
-	if settled && r.e.timers.cancel(r) {
-		r.unref()
-	}
 }
 
 // miss records that master's vote will not count. r.mu is held.

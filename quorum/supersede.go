@@ -131,7 +131,7 @@ func (e *Engine) mark(w, q *Request, sent uint16) {
 // proxy). Without the wait, a client retrying with its own token — as lock
 // libraries do — left its first attempt's token on the slow master until
 // the TTL, where it refused every attempt, its own included. Under the
-// key's slot.mu.
+// lock of the failed acquisition's home slot.
 type supState struct {
 	pending  [MaxMasters]int32 // later requests with no outcome there yet
 	applied  uint16            // masters where one wrote or counted it, or may have
@@ -142,7 +142,7 @@ type supState struct {
 
 // deferUndo decides the late undo on master i of r, superseded there:
 // now, or once the later acquisitions' outcomes there are known.
-// r.mu and r.slot.mu are held.
+// r.mu and r's home slot's lock (r.slot, while registered) are held.
 func (r *Request) deferUndo(i int) {
 	bit := uint16(1) << i
 	switch {

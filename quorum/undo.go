@@ -3,7 +3,7 @@ package quorum
 import "github.com/lockproxy/lockproxy/internal/resp"
 
 // The undo of a failed acquisition: on every master whose reply shows it
-// wrote there, at once, or when a late reply comes (keygen.go decides
+// wrote there, at once, or when a late reply comes (supersede.go decides
 // whether a later request of the same token holds it back).
 
 // undo sends the compensating command of a failed acquisition to every
@@ -53,7 +53,7 @@ func (r *Request) undoOne(i int) {
 // undoLate is undoOne for a master whose reply or failure came after the
 // decision, when the key may have been handed on: the undo would travel
 // behind whatever this proxy sent on the key since, so it is sent only if
-// that is nothing (keygen.go); otherwise the key is left to its TTL.
+// that is nothing (supersede.go); otherwise the key is left to its TTL.
 func (r *Request) undoLate(i int) {
 	defer r.deregister()
 	if (r.state[i] != replied && r.state[i] != ignored) || !r.applied(i) || r.slot == nil {
