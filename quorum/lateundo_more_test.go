@@ -178,49 +178,13 @@ func TestStressLateUndoRefs(t *testing.T) {
 	for i := range fps {
 		ms[i] = &lockMaster{fp: fps[i], i: i}
 	}
-	var mu sync.Mutex
-	created, recycled := 0, 0
-	var bad []string
-	onRecycle = func(r *Request) {
-		eachSlot(e, func(s *keySlot) {
-			for _, q := range s.waiting {
-				if q.r == r {
-					mu.Lock()
-					bad = append(bad, "recycled while registered")
-					mu.Unlock()
-				}
-			}
-		})
-		if r.e != nil { // the engine's own children are pooled too
-			mu.Lock()
-			recycled++
-			mu.Unlock()
-		}
-	}
-	t.Cleanup(func() { onRecycle = nil })
+	rw := watchRecycling(t, e)
 	stop := make(chan struct{})
-	var mwg sync.WaitGroup
-	for i := range ms {
-		mwg.Add(1)
-		go func(m *lockMaster, seed uint64) {
-			defer mwg.Done()
-			rng := rand.New(rand.NewPCG(seed, 1))
-			for {
-				select {
-				case <-stop:
-					m.drain()
-					return
-				default:
-				}
-				if rng.IntN(50) == 0 {
-					time.Sleep(time.Duration(rng.IntN(8)) * time.Millisecond) // paused
-				}
-				if !m.step() {
-					time.Sleep(50 * time.Microsecond)
-				}
-			}
-		}(ms[i], uint64(i))
+	steppers := make([]stepper, len(ms))
+	for i, m := range ms {
+		steppers[i] = m
 	}
+	mwg := stepMasters(steppers, stop)
 	var cwg sync.WaitGroup
 	for c := 0; c < 4; c++ {
 		cwg.Add(1)
@@ -231,9 +195,7 @@ func TestStressLateUndoRefs(t *testing.T) {
 			for n := 0; n < 300; n++ {
 				w := NewWaiter()
 				r := e.Acquire([]byte("k"), tok, 10*time.Second, batching.Now())
-				mu.Lock()
-				created++
-				mu.Unlock()
+				rw.created()
 				e.Submit(w, r)
 				e.Wait(w)
 				granted := r.err == nil && r.reply.IsOK()
@@ -254,35 +216,114 @@ func TestStressLateUndoRefs(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // retries' timers
 	close(stop)
 	mwg.Wait()
-	for _, m := range ms {
-		m.drain() // undos queued by the last replies
+	rw.check(t, steppers)
+}
+
+// stepper is a hand-stepped fake master.
+type stepper interface {
+	step() bool
+	drain()
+}
+
+// stepMasters runs each master on its own goroutine, with random pauses,
+// until stop; then each drains what it was sent.
+func stepMasters(ms []stepper, stop chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i := range ms {
+		wg.Add(1)
+		go func(m stepper, seed uint64) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, 1))
+			for {
+				select {
+				case <-stop:
+					m.drain()
+					return
+				default:
+				}
+				if rng.IntN(50) == 0 {
+					time.Sleep(time.Duration(rng.IntN(8)) * time.Millisecond) // paused
+				}
+				if !m.step() {
+					time.Sleep(50 * time.Microsecond)
+				}
+			}
+		}(ms[i], uint64(i))
 	}
+	return &wg
+}
+
+// recycleWatch counts the pooled requests a stress test creates and the
+// engine recycles, and records any recycled while still registered on a
+// late-undo slot.
+type recycleWatch struct {
+	e                  *Engine
+	mu                 sync.Mutex
+	made, recycledN    int
+	recycledRegistered int
+}
+
+func watchRecycling(t *testing.T, e *Engine) *recycleWatch {
+	rw := &recycleWatch{e: e}
+	onRecycle = func(r *Request) {
+		eachSlot(e, func(s *keySlot) {
+			for _, q := range s.waiting {
+				if q.r == r {
+					rw.mu.Lock()
+					rw.recycledRegistered++
+					rw.mu.Unlock()
+				}
+			}
+		})
+		if r.e != nil { // the engine's own children are pooled too
+			rw.mu.Lock()
+			rw.recycledN++
+			rw.mu.Unlock()
+		}
+	}
+	t.Cleanup(func() { onRecycle = nil })
+	return rw
+}
+
+func (rw *recycleWatch) created() {
+	rw.mu.Lock()
+	rw.made++
+	rw.mu.Unlock()
+}
+
+// check drains the masters until every pooled request (acquisitions and
+// the engine's retries) is recycled or 5s pass, then fails the test if one
+// was recycled while registered, one is still registered, or references
+// leaked.
+func (rw *recycleWatch) check(t *testing.T, ms []stepper) {
+	t.Helper()
+	e := rw.e
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		mu.Lock()
-		done := recycled >= created+int(e.Retries())
-		mu.Unlock()
+		for _, m := range ms {
+			m.drain() // undos queued by the last replies
+		}
+		rw.mu.Lock()
+		done := rw.recycledN >= rw.made+int(e.Retries())
+		rw.mu.Unlock()
 		if done || time.Now().After(deadline) {
 			break
 		}
-		for _, m := range ms {
-			m.drain()
-		}
 		time.Sleep(time.Millisecond)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(bad) > 0 {
-		t.Fatalf("%d requests recycled while registered", len(bad))
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	if rw.recycledRegistered > 0 {
+		t.Fatalf("%d requests recycled while registered", rw.recycledRegistered)
 	}
-	waiting := int(e.slots.nmulti.Load()) // must be 0 too
+	waiting := 0
 	eachSlot(e, func(s *keySlot) { waiting += len(s.waiting) })
 	sent, lost, unconf := e.UndoStats()
-	t.Logf("created %d pooled acquisitions, %d pooled requests recycled (children included), retries %d; undos sent %d lost %d unconfirmed %d", created, recycled, e.Retries(), sent, lost, unconf)
-	if waiting != 0 {
-		t.Fatalf("%d requests still registered after every master answered", waiting)
+	t.Logf("created %d pooled acquisitions, %d pooled requests recycled (children included), retries %d; undos sent %d lost %d unconfirmed %d; nmulti %d", rw.made, rw.recycledN, e.Retries(), sent, lost, unconf, e.slots.nmulti.Load())
+	if waiting != 0 || e.slots.nmulti.Load() != 0 {
+		t.Fatalf("%d requests still registered after every master answered (nmulti %d)", waiting, e.slots.nmulti.Load())
 	}
-	if want := created + int(e.Retries()); recycled != want {
-		t.Fatalf("%d pooled requests recycled, want %d (acquisitions and retries): references leaked", recycled, want)
+	if want := rw.made + int(e.Retries()); rw.recycledN != want {
+		t.Fatalf("%d pooled requests recycled, want %d (acquisitions and retries): references leaked", rw.recycledN, want)
 	}
 }

@@ -22,28 +22,13 @@ func TestStressLateUndoRefsAcrossKeys(t *testing.T) {
 	for i := range fps {
 		ms[i] = &keysMaster{fp: fps[i], i: i, vals: map[string]string{}, ext: map[string]bool{}}
 	}
-	var mu sync.Mutex
-	created, recycled := 0, 0
-	var bad []string
-	onRecycle = func(r *Request) {
-		eachSlot(e, func(s *keySlot) {
-			for _, q := range s.waiting {
-				if q.r == r {
-					mu.Lock()
-					bad = append(bad, "recycled while registered")
-					mu.Unlock()
-				}
-			}
-		})
-		if r.e != nil {
-			mu.Lock()
-			recycled++
-			mu.Unlock()
-		}
-	}
-	t.Cleanup(func() { onRecycle = nil })
+	rw := watchRecycling(t, e)
 	stop := make(chan struct{})
-	mwg := stepMasters(ms, stop)
+	steppers := make([]stepper, len(ms))
+	for i, m := range ms {
+		steppers[i] = m
+	}
+	mwg := stepMasters(steppers, stop)
 	keysets := [][]string{{"A", "B"}, {"B", "A"}, {"A"}, {"B"}, {"A", "A"}, {"A", "B", "A"}}
 	var cwg sync.WaitGroup
 	for c := 0; c < 4; c++ {
@@ -56,9 +41,7 @@ func TestStressLateUndoRefsAcrossKeys(t *testing.T) {
 				ks := keysets[rng.IntN(len(keysets))]
 				w := NewWaiter()
 				r := pooledAcquire(tok, ks)
-				mu.Lock()
-				created++
-				mu.Unlock()
+				rw.created()
 				e.Submit(w, r)
 				e.Wait(w)
 				granted := r.err == nil && r.reply.IsOK()
@@ -81,54 +64,7 @@ func TestStressLateUndoRefsAcrossKeys(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	close(stop)
 	mwg.Wait()
-	drainUntil(ms, 5*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return recycled >= created+int(e.Retries())
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(bad) > 0 {
-		t.Fatalf("%d requests recycled while registered", len(bad))
-	}
-	waiting := 0
-	eachSlot(e, func(s *keySlot) { waiting += len(s.waiting) })
-	sent, lost, unconf := e.UndoStats()
-	t.Logf("created %d, recycled %d, retries %d; undos sent %d lost %d unconfirmed %d; nmulti %d", created, recycled, e.Retries(), sent, lost, unconf, e.slots.nmulti.Load())
-	if waiting != 0 || e.slots.nmulti.Load() != 0 {
-		t.Fatalf("%d still registered, nmulti %d", waiting, e.slots.nmulti.Load())
-	}
-	if want := created + int(e.Retries()); recycled != want {
-		t.Fatalf("%d recycled, want %d", recycled, want)
-	}
-}
-
-// stepMasters runs each master on its own goroutine, with random pauses,
-// until stop; then each drains what it was sent.
-func stepMasters(ms []*keysMaster, stop chan struct{}) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	for i := range ms {
-		wg.Add(1)
-		go func(m *keysMaster, seed uint64) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, 1))
-			for {
-				select {
-				case <-stop:
-					m.drain()
-					return
-				default:
-				}
-				if rng.IntN(50) == 0 {
-					time.Sleep(time.Duration(rng.IntN(8)) * time.Millisecond)
-				}
-				if !m.step() {
-					time.Sleep(50 * time.Microsecond)
-				}
-			}
-		}(ms[i], uint64(i))
-	}
-	return &wg
+	rw.check(t, steppers)
 }
 
 // pooledAcquire is a pooled acquisition of keys with tok: SET NX for one
@@ -154,18 +90,4 @@ func pooledAcquire(tok string, keys []string) *Request {
 	r.undoToken, r.undoOp, r.token, r.nilIsNoop = []byte(tok), UndoDelIfValue, []byte(tok), true
 	r.TTL, r.noReply, r.t0 = 10*time.Second, resp.ReplyNil, batching.Now()
 	return r
-}
-
-// drainUntil drains the masters until done or the time limit.
-func drainUntil(ms []*keysMaster, limit time.Duration, done func() bool) {
-	deadline := time.Now().Add(limit)
-	for {
-		for _, m := range ms {
-			m.drain()
-		}
-		if done() || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
