@@ -14,19 +14,7 @@ import (
 // would have come (keeping every request of the last node_timeout alive
 // made the engine's working set too big for the CPU's cache).
 func TestSettledRequestRecycledBeforeItsDeadline(t *testing.T) {
-	e, fps := pipedEngine(5, -1)
-	e.cfg.NodeTimeout = time.Hour
-	defer e.timers.close()
-	recycled := make(chan *Request, 4)
-	onRecycle = func(r *Request) { recycled <- r }
-	t.Cleanup(func() { onRecycle = nil })
-
-	w := NewWaiter()
-	r := e.Acquire([]byte("k"), []byte("tok"), 10*time.Second, batching.Now())
-	e.Submit(w, r)
-	for i := range fps {
-		answer(fps, i, resp.ReplyOK, nil)
-	}
+	r, _, recycled := grantedByFirst(t, 5)
 	if !r.Decided() {
 		t.Fatal("5 yes: not decided")
 	}
@@ -46,19 +34,7 @@ func TestSettledRequestRecycledBeforeItsDeadline(t *testing.T) {
 // reply still arrives to it), and is recycled once that reply came, still
 // without waiting for its deadline.
 func TestDecidedRequestWithAMasterOutstanding(t *testing.T) {
-	e, fps := pipedEngine(5, -1)
-	e.cfg.NodeTimeout = time.Hour
-	defer e.timers.close()
-	recycled := make(chan *Request, 4)
-	onRecycle = func(r *Request) { recycled <- r }
-	t.Cleanup(func() { onRecycle = nil })
-
-	w := NewWaiter()
-	r := e.Acquire([]byte("k"), []byte("tok"), 10*time.Second, batching.Now())
-	e.Submit(w, r)
-	for i := 0; i < 4; i++ {
-		answer(fps, i, resp.ReplyOK, nil)
-	}
+	r, fps, recycled := grantedByFirst(t, 4)
 	if !r.Decided() {
 		t.Fatal("4 yes: not decided")
 	}
@@ -77,6 +53,24 @@ func TestDecidedRequestWithAMasterOutstanding(t *testing.T) {
 	default:
 		t.Fatal("kept until its deadline (node_timeout 1h) after every master answered")
 	}
+}
+
+// grantedByFirst submits a SET NX to 5 fake masters with node_timeout 1h
+// and has the first n answer OK; recycled receives each request recycled.
+func grantedByFirst(t *testing.T, n int) (*Request, []*fakePipe, chan *Request) {
+	e, fps := pipedEngine(5, -1)
+	e.cfg.NodeTimeout = time.Hour
+	t.Cleanup(e.timers.close)
+	recycled := make(chan *Request, 4)
+	onRecycle = func(r *Request) { recycled <- r }
+	t.Cleanup(func() { onRecycle = nil })
+	w := NewWaiter()
+	r := e.Acquire([]byte("k"), []byte("tok"), 10*time.Second, batching.Now())
+	e.Submit(w, r)
+	for i := 0; i < n; i++ {
+		answer(fps, i, resp.ReplyOK, nil)
+	}
+	return r, fps, recycled
 }
 
 // TestDeadlineCancelAcrossCompaction: cancelled entries are skipped, and
