@@ -240,13 +240,13 @@ func (h *timedHeap) Pop() any {
 	return e
 }
 
-// settle drops r's deadline once r is decided: expire does nothing for a
+// settle drops r's deadline, r being decided: expire does nothing for a
 // decided request (late replies are taken as they come, and the ops still
 // outstanding hold their own references), so r can be recycled as soon as
 // its submitter and its masters are done with it. r.mu is not held; the
 // caller holds a reference to r.
-func (r *Request) settle(settled bool) {
-	if settled && r.e.timers.cancel(r) {
+func (r *Request) settle() {
+	if r.e.timers.cancel(r) {
 		r.unref()
 	}
 }

@@ -239,7 +239,7 @@ func (r *Request) complete(master int, rep resp.Reply, err error) {
 	}
 	decided := r.tryDecide(false)
 	retry := r.takeRetry()
-	settled := r.decidedIn
+	decidedNow := r.decidedIn
 	r.mu.Unlock()
 	switch {
 	case decided:
@@ -247,7 +247,9 @@ func (r *Request) complete(master int, rep resp.Reply, err error) {
 	case retry:
 		r.e.scheduleRetry(r)
 	}
-	r.settle(settled)
+	if decidedNow {
+		r.settle()
+	}
 }
 
 // miss records that master's vote will not count. r.mu is held.
