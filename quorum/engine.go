@@ -87,7 +87,7 @@ func New(cfg Config) (*Engine, error) {
 	e.policies = make([]atomic.Pointer[string], e.n)
 	e.checkErrs = make([]atomic.Pointer[string], e.n)
 	e.keys.init()
-	e.slots.init()
+	e.slots.init(e.keys.seed)
 	e.loads.init(e.n)
 	var err error
 	if e.timers, err = newDeadlines(e.loop); err != nil {
@@ -180,8 +180,11 @@ func (e *Engine) Submit(w *Waiter, r *Request) {
 	r.e, r.w = e, w
 	r.refs.Store(1) // the submitter's, until Release
 	w.pending.Add(1)
-	if r.Key != "" && !e.keys.enter(r) {
-		return // queued behind another request on the same key
+	if r.Key != "" {
+		r.kh, r.khSet = e.keys.hash(r.Key), true
+		if !e.keys.enter(r) {
+			return // queued behind another request on the same key
+		}
 	}
 	now := r.t0 // parsed just now: saves a clock read, and counts node_timeout from the parse
 	if now == 0 {
@@ -299,7 +302,7 @@ func (e *Engine) finish(r *Request) {
 			return
 		}
 		for {
-			next := e.keys.leave(holder.Key)
+			next := e.keys.leave(holder.kh, holder.Key)
 			if next == nil {
 				holder.unref()
 				return

@@ -64,8 +64,10 @@ type slotEntry struct {
 	r *Request
 }
 
-func (k *keySlots) init() {
-	k.seed = maphash.MakeSeed()
+// init takes the key table's seed, so that a keyed request's slot is found
+// with the hash Submit took for the key table (ofRequest).
+func (k *keySlots) init(seed maphash.Seed) {
+	k.seed = seed
 	for i := range k.s {
 		k.s[i].waiting = k.s[i].inline[:0]
 	}
@@ -76,6 +78,15 @@ func (k *keySlots) init() {
 func (k *keySlots) of(key []byte) (*keySlot, uint64) {
 	h := maphash.Bytes(k.seed, key)
 	return &k.s[h%uint64(len(k.s))], h
+}
+
+// ofRequest is of(r.slotKey()), without hashing the key again when Submit
+// already did: slotKey is r.Key whenever r has one.
+func (k *keySlots) ofRequest(r *Request, key []byte) (*keySlot, uint64) {
+	if !r.khSet {
+		return k.of(key)
+	}
+	return &k.s[r.kh%uint64(len(k.s))], r.kh
 }
 
 // slotKey is the key a single-key request is registered and numbered
@@ -150,7 +161,7 @@ func (r *Request) register() {
 	if key == nil {
 		return
 	}
-	s, h := k.of(key)
+	s, h := k.ofRequest(r, key)
 	r.slot, r.home = s, s
 	s.mu.Lock()
 	s.waiting = append(s.waiting, slotEntry{h, r})

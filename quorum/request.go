@@ -74,6 +74,8 @@ type Request struct {
 	// Key serializes the request behind others on the same key from this
 	// process (at most one quorum attempt per key in flight); "" = none.
 	Key   string
+	kh    uint64 // Key's hash, for the key table and the late-undo slots
+	khSet bool   // kh is set (Submit sets it for every keyed request)
 	nkeys int    // keys the command names (YesNumKeys, AggKeys)
 	cmd   []byte // the command every master gets
 	// undoKeys, undoToken and undoOp describe the compensating command of

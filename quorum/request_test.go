@@ -67,7 +67,7 @@ func fakeEngine(n int) *Engine {
 	}
 	e := &Engine{cfg: cfg, n: n, q: Size(n)}
 	e.keys.init()
-	e.slots.init()
+	e.slots.init(e.keys.seed)
 	e.loads.init(n)
 	e.timers, _ = newDeadlines(nil)
 	e.pipes = nil
@@ -252,13 +252,13 @@ func TestKeySerialization(t *testing.T) {
 	a := &Request{Key: "k"}
 	b := &Request{Key: "k"}
 	c := &Request{Key: "k"}
-	if !kt.enter(a) || kt.enter(b) || kt.enter(c) {
+	if !kt.enterKey(a) || kt.enterKey(b) || kt.enterKey(c) {
 		t.Fatal("only the first request on a key runs")
 	}
-	if kt.leave("k") != b || kt.leave("k") != c || kt.leave("k") != nil {
+	if kt.leaveKey("k") != b || kt.leaveKey("k") != c || kt.leaveKey("k") != nil {
 		t.Fatal("waiters must run in FIFO order")
 	}
-	if !kt.enter(&Request{Key: "k"}) {
+	if !kt.enterKey(&Request{Key: "k"}) {
 		t.Fatal("key should be free again")
 	}
 }
@@ -275,14 +275,14 @@ func TestKeyQueueReleasesGoFirst(t *testing.T) {
 	// w3's own release stays behind w3's earlier SET NX: one connection's
 	// commands keep their order.
 	rel3 := &Request{Key: "k", w: w3}
-	kt.enter(run)
-	kt.enter(a1)
-	kt.enter(a2)
-	kt.enter(rel)
-	kt.enter(ext)
-	kt.enter(rel3)
+	kt.enterKey(run)
+	kt.enterKey(a1)
+	kt.enterKey(a2)
+	kt.enterKey(rel)
+	kt.enterKey(ext)
+	kt.enterKey(rel3)
 	for i, want := range []*Request{rel, ext, a1, a2, rel3, nil} {
-		if got := kt.leave("k"); got != want {
+		if got := kt.leaveKey("k"); got != want {
 			t.Fatalf("leave #%d: got %p, want %p", i, got, want)
 		}
 	}
@@ -298,29 +298,29 @@ func TestKeyTableOwnsItsKeys(t *testing.T) {
 	alias := func(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 	a := &Request{Key: alias(bufA), exclusive: true}
 	b := &Request{Key: alias(bufB), exclusive: true}
-	if !kt.enter(a) || kt.enter(b) {
+	if !kt.enterKey(a) || kt.enterKey(b) {
 		t.Fatal("a runs, b waits")
 	}
-	if kt.leave(a.Key) != b {
+	if kt.leaveKey(a.Key) != b {
 		t.Fatal("b runs after a")
 	}
 	copy(bufA, "zzzz:9") // a is recycled for another key
-	if kt.enter(&Request{Key: "zzzz:9", exclusive: true}) != true {
+	if kt.enterKey(&Request{Key: "zzzz:9", exclusive: true}) != true {
 		t.Fatal("a key nobody holds must be free")
 	}
-	if kt.enter(&Request{Key: "lock:1", exclusive: true}) {
+	if kt.enterKey(&Request{Key: "lock:1", exclusive: true}) {
 		t.Fatal("lock:1 is still busy with b: a new request must wait")
 	}
 	for range 2 {
-		kt.leave(b.Key)
+		kt.leaveKey(b.Key)
 	}
-	if !kt.enter(&Request{Key: "lock:1"}) {
+	if !kt.enterKey(&Request{Key: "lock:1"}) {
 		t.Fatal("lock:1 should be free once its queue is done")
 	}
 	// Freed queues are reused for other keys.
-	kt.leave("lock:1")
-	kt.leave("zzzz:9")
-	if !kt.enter(&Request{Key: "other"}) || kt.enter(&Request{Key: "other"}) {
+	kt.leaveKey("lock:1")
+	kt.leaveKey("zzzz:9")
+	if !kt.enterKey(&Request{Key: "other"}) || kt.enterKey(&Request{Key: "other"}) {
 		t.Fatal("a reused queue must serve its new key")
 	}
 }

@@ -27,7 +27,7 @@ func (e *Engine) supersede(w *Request) {
 		if key == nil {
 			return
 		}
-		s, h := e.slots.of(key)
+		s, h := e.slots.ofRequest(w, key)
 		e.supersedeIn(w, s, h, key, sent, clears)
 		if !clears && e.slots.nmulti.Load() > 0 { // releases do not clear them
 			e.supersedeMulti(w, []uint64{h}, sent)
