@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lockproxy/lockproxy/batching"
 	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
@@ -113,8 +114,14 @@ func (r *Request) readFailure() {
 }
 
 // qthTTL is the Q-th largest TTL (ms) among the replies get accepts, minus
-// the drift of that TTL, floored at 0; -1 (no expiry) when the Q-th value
-// is -1.
+// the drift of that TTL and the time since the command was parsed, floored
+// at 0; -1 (no expiry) when the Q-th value is -1. Each reading was taken at
+// some moment after t0 and has aged since: a master that answered at once
+// while a slower one kept the decision waiting holds its copy for that much
+// less than it said. Ageing every reading from t0 is what each of the Q
+// holders surely still has; without it the answer could outlast the quorum
+// by up to node_timeout, and a client that trusts it would hold past the
+// moment another can be granted the lock.
 func (r *Request) qthTTL(get func(resp.Reply) (int64, bool)) int64 {
 	var ttls [MaxMasters]int64
 	k := 0
@@ -137,6 +144,9 @@ func (r *Request) qthTTL(get func(resp.Reply) (int64, bool)) int64 {
 		return v
 	}
 	v -= Drift(time.Duration(v)*time.Millisecond, r.e.cfg.DriftFactor).Milliseconds()
+	if age := batching.Now() - r.t0; age > 0 {
+		v -= (age + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+	}
 	if v < 0 {
 		v = 0
 	}
