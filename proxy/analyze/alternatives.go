@@ -71,11 +71,13 @@ func ttlList(t *TTL) []TTL {
 }
 
 // alternatives re-runs the uniform states with each free argument set to
-// each of the script's own constants (and "", "0", "1", "-1"). The probe
-// values are distinct numbers, so a branch on `ARGV[3] == "0"` (redis-py's
-// additive extend) never shows; a free argument that changes what the
-// script does to the lock is refused, one that only adds the remaining TTL
-// to the lock's TTL is recorded as such.
+// each of the script's own constants (and "", "0", "1", "-1"), to each
+// other argument's value, and to a long string. The probe values are
+// distinct numbers of one length, so a branch on `ARGV[3] == "0"`
+// (redis-py's additive extend), on two arguments being equal or on an
+// argument's length never shows otherwise; a free argument that changes
+// what the script does to the lock, or the lock's TTL, is refused, one
+// that only adds the remaining TTL to the lock's TTL is recorded as such.
 func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts []string) error {
 	var base []judged
 	for _, j := range v.judged {
@@ -87,12 +89,7 @@ func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts [
 	saved, cache := append([]string(nil), a.vals...), a.cache
 	defer func() { a.vals, a.cache = saved, cache }()
 	for _, p := range a.freeArgs(sem) {
-		n := 0
-		for _, c := range consts {
-			if n >= maxAlternatives || valueIn(c, saved) {
-				continue
-			}
-			n++
+		try := func(c string) error {
 			a.vals = append([]string(nil), saved...)
 			a.vals[p] = c
 			a.cache = map[string]*obs{}
@@ -100,6 +97,22 @@ func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts [
 				if err := a.sameWith(sem, f, j, j.o.s, fmt.Sprintf("with %s = %q", posName(p, a.nkeys), c), false); err != nil {
 					return err
 				}
+			}
+			return nil
+		}
+		n := 0
+		for _, c := range consts {
+			if n >= maxAlternatives || valueIn(c, saved) {
+				continue // another argument's value is tried below
+			}
+			n++
+			if err := try(c); err != nil {
+				return err
+			}
+		}
+		for _, c := range argAlternatives(saved, p, keyNames(all)) {
+			if err := try(c); err != nil {
+				return err
 			}
 		}
 	}
@@ -176,6 +189,39 @@ func (a *analysis) auxValues(p int, all []*obs, consts []string) []auxValue {
 	return out
 }
 
+// longAlternative is the long string a free argument is tried with: the
+// probe values are all 13 digits long.
+var longAlternative = strings.Repeat("x", 64)
+
+// argAlternatives are the values free argument p is tried with besides the
+// script's constants: every other argument's probe value (a script may
+// compare ARGV[3] with ARGV[1]) and a long string, each once. Values that
+// name a key are left out: two arguments naming one key would make the
+// analysis attribute what the script does to that key to the wrong one.
+func argAlternatives(vals []string, p int, keys map[string]bool) []string {
+	out := make([]string, 0, len(vals))
+	for i, v := range append(append([]string(nil), vals...), longAlternative) {
+		if i != p && v != vals[p] && !keys[v] && !valueIn(v, out) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// keyNames are the keys any of the runs os found or left in the database.
+func keyNames(os []*obs) map[string]bool {
+	names := map[string]bool{}
+	for _, o := range os {
+		for k := range o.o.pre {
+			names[k] = true
+		}
+		for _, k := range o.o.r.db.names() {
+			names[k] = true
+		}
+	}
+	return names
+}
+
 func valueIn(s string, vals []string) bool {
 	for _, v := range vals {
 		if v == s {
@@ -232,17 +278,24 @@ func (a *analysis) sameWith(sem *Semantics, f *finding, j judged, s probeState, 
 	return a.otherTTLs(sem, f, o)
 }
 
-// otherTTLs records the expiries a run set: the lock's own TTL may turn out
-// additive, any other joins OtherTTLs.
+// otherTTLs records the expiries a run with an alternative value set: the
+// lock's own TTL may turn out additive; a lock TTL of another argument,
+// unit or constant is refused (the value decides how long the lock lives,
+// in a way the probes did not read: a TTL clamped by a threshold the probe
+// values always crossed); any other expiry joins OtherTTLs.
 func (a *analysis) otherTTLs(sem *Semantics, f *finding, o *obs) error {
 	for _, name := range o.o.r.db.names() {
 		t, set, ref := a.ttlOf(o, name)
+		lock := contains(f.keys, o.o.r.pos(name))
 		switch {
 		case ref != nil && !incremented(o, name):
 			return ref
 		case !set:
-		case sem.TTL != nil && contains(f.keys, o.o.r.pos(name)) && t.Arg == sem.TTL.Arg && t.Unit == sem.TTL.Unit && t.Const == sem.TTL.Const:
+		case sem.TTL != nil && lock && t.Arg == sem.TTL.Arg && t.Unit == sem.TTL.Unit && t.Const == sem.TTL.Const:
 			sem.TTL.AddsRemaining = sem.TTL.AddsRemaining || t.AddsRemaining
+		case sem.TTL != nil && lock:
+			return &Refusal{Class: ClassBehaviour, Probe: o.name, Arg: t.Key.String(),
+				Reason: fmt.Sprintf("with another value of an argument it does not otherwise use, the script sets %s's TTL to %s, where otherwise it is %s", t.Key, t, *sem.TTL)}
 		default:
 			sem.OtherTTLs = addTTL(sem.OtherTTLs, t)
 		}
