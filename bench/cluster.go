@@ -36,7 +36,10 @@ type cluster struct {
 	started int
 	// twem is twemproxy in front of the first master (twemproxy.go), nil
 	// unless scenario 1 measures it.
-	twem        *proxyProc
+	twem *proxyProc
+	// one is lockproxy on the first master alone, beside twemproxy (the
+	// LockproxyOne target), nil unless scenario 1 measures twemproxy.
+	one         *proxyProc
 	bin, dir    string
 	nodeTimeout time.Duration
 }
@@ -121,6 +124,9 @@ func (c *cluster) close() error {
 	}
 	if c.twem != nil {
 		errs = append(errs, c.twem.stop())
+	}
+	if c.one != nil {
+		errs = append(errs, c.one.stop())
 	}
 	if c.proxy != nil {
 		errs = append(errs, c.proxy.stop())

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -60,10 +61,74 @@ func (res *Results) proxyCPUChecks() []Check {
 		if c.Measured() {
 			c.Value += fmt.Sprintf("; lockproxy %s, twemproxy %s µs", medianAndRounds(res.redisBenchRuns(Lockproxy, p)),
 				medianAndRounds(res.redisBenchRuns(Twemproxy, p)))
+			if f, ok := res.fanOut(p); ok {
+				c.Value += fmt.Sprintf("; lockproxy on 1 master %.2f µs, %.2f× twemproxy's: the rest is the fan-out, %.2f µs per further master (1b)",
+					f.one, f.oneRatio, f.perMaster)
+			}
 		}
 		cs = append(cs, c)
 	}
 	return cs
+}
+
+// fanOutCost splits lockproxy's CPU per request at one depth into what the
+// same job as twemproxy's costs it (lockproxy on one master) and what each
+// further master adds; medians over the rounds, µs per request.
+type fanOutCost struct {
+	twem, one, all      float64 // twemproxy, lockproxy on 1 master, on all
+	oneRatio            float64 // median of the rounds' lockproxy1 / twemproxy
+	perMaster, pmUser   float64 // (all - one) / (masters - 1), and its user part
+	pmSys, parityBudget float64 // its kernel part; what a further master may cost for all to match twemproxy
+}
+
+// fanOut returns the split at pipeline p; false unless all three were
+// measured over several masters.
+func (res *Results) fanOut(p int) (fanOutCost, bool) {
+	n := res.Config.Masters
+	twem, ok1 := res.medianFig(Twemproxy, p, (*RedisBenchResult).ProxyPerReq)
+	one, ok2 := res.medianFig(LockproxyOne, p, (*RedisBenchResult).ProxyPerReq)
+	all, ok3 := res.medianFig(Lockproxy, p, (*RedisBenchResult).ProxyPerReq)
+	if !ok1 || !ok2 || !ok3 || n < 2 || twem <= 0 {
+		return fanOutCost{}, false
+	}
+	user := func(r *RedisBenchResult) float64 { return perReq(r.CPU.Proxy-r.CPU.ProxySys, r.Requests) }
+	sys := func(r *RedisBenchResult) float64 { return perReq(r.CPU.ProxySys, r.Requests) }
+	u1, _ := res.medianFig(LockproxyOne, p, user)
+	un, _ := res.medianFig(Lockproxy, p, user)
+	s1, _ := res.medianFig(LockproxyOne, p, sys)
+	sn, _ := res.medianFig(Lockproxy, p, sys)
+	is := func(t Target) func(RedisBenchResult) bool {
+		return func(r RedisBenchResult) bool { return r.Target == t && r.Pipeline == p && r.CPU.Proxy >= 0 }
+	}
+	ratios := roundRatios(res.RedisBench, func(r RedisBenchResult) int { return r.Round }, is(LockproxyOne), is(Twemproxy),
+		func(r RedisBenchResult) float64 { return r.ProxyPerReq() })
+	further := float64(n - 1)
+	return fanOutCost{twem: twem, one: one, all: all, oneRatio: median(ratios),
+		perMaster: (all - one) / further, pmUser: (un - u1) / further, pmSys: (sn - s1) / further,
+		parityBudget: (twem - one) / further}, true
+}
+
+// fanOutMarkdown writes the split of lockproxy's CPU per request into the
+// job twemproxy does and the fan-out, when lockproxy1 was measured.
+func (res *Results) fanOutMarkdown(w io.Writer) {
+	n := res.Config.Masters
+	var rows []string
+	for _, p := range benchPipelines {
+		if f, ok := res.fanOut(p); ok {
+			rows = append(rows, fmt.Sprintf("| %d | %.2f | %.2f | %.2f× | %.2f | %.2f (user %.2f, kernel %.2f) | %.2f |", p, f.twem, f.one,
+				f.oneRatio, f.all, f.perMaster, f.pmUser, f.pmSys, f.parityBudget))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n**Where the difference is.** lockproxy on one master does twemproxy's job with all of lockproxy's own work per "+
+		"request: parsing and checking the command, the key queue, the vote, the deadline, the record kept for a late undo, the event "+
+		"loop and the Go runtime. What lockproxy on %d masters costs beyond it is the fan-out: for each further master, the command "+
+		"copied into one more batch and written, one more reply read and parsed, and one more vote counted. Medians over the rounds, "+
+		"µs per request:\n\n| -P | twemproxy → 1 master | lockproxy → 1 master | lockproxy1 / twemproxy (median of rounds) | "+
+		"lockproxy → %d masters | each further master | what each further master could cost for lockproxy → %d to match twemproxy |\n"+
+		"|--:|--:|--:|--:|--:|--:|--:|\n%s\n", n, n, n, strings.Join(rows, "\n"))
 }
 
 // medianAndRounds formats the median proxy CPU per request of rs and every

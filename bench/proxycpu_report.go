@@ -20,14 +20,16 @@ func (res *Results) proxyCPUMarkdown(w io.Writer) {
 		"Scenario 1's runs, the same rounds: direct Redis, then twemproxy (nutcracker, one server pool, `redis: true`, the first master "+
 		"its only server, one connection to it), then lockproxy, back to back. twemproxy forwards each `SET NX PX` to its one master and "+
 		"passes the reply back; lockproxy sends it to all %d masters, counts the votes, answers once a quorum (%d) agreed or cannot, "+
-		"and undoes a grant that missed the quorum. Each proxy's CPU per request is the user+system CPU of its process (all threads, "+
+		"and undoes a grant that missed the quorum. *lockproxy1*, when there, is a second lockproxy whose only master is twemproxy's "+
+		"(a quorum of 1): twemproxy's job done by lockproxy's code, so that its own cost per request and the cost of its fan-out can "+
+		"be told apart (below the medians). Each proxy's CPU per request is the user+system CPU of its process (all threads, "+
 		"`/proc/<pid>/stat`) during the run over the requests redis-benchmark completed, measured the same way for both; *sys* is "+
 		"its kernel part. *calls/req* are its read- and write-family system calls (`/proc/<pid>/io` syscr+syscw). Masters and client "+
 		"likewise (the masters' sum; twemproxy and direct Redis keep the others idle). µs per request.\n\n", n, n, n/2+1)
 	fmt.Fprintf(w, "| -P | target | round | req/s | p50 ms | p99 ms | proxy CPU | user | sys | proxy calls/req | masters CPU | masters calls/req | client CPU |\n"+
 		"|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, p := range benchPipelines {
-		for _, t := range []Target{Direct, Twemproxy, Lockproxy} {
+		for _, t := range []Target{Direct, Twemproxy, Lockproxy, LockproxyOne} {
 			for _, r := range res.redisBenchRuns(t, p) {
 				proxy := "– | – | – | –"
 				if r.CPU.Proxy >= 0 {
@@ -41,6 +43,7 @@ func (res *Results) proxyCPUMarkdown(w io.Writer) {
 		}
 	}
 	res.proxyCPUMedians(w)
+	res.fanOutMarkdown(w)
 	res.syscallMarkdown(w)
 	res.cpuProfileMarkdown(w)
 	res.proxyCPUMeaning(w)
@@ -50,8 +53,12 @@ func (res *Results) proxyCPUMarkdown(w io.Writer) {
 // three targets side by side.
 func (res *Results) proxyCPUMedians(w io.Writer) {
 	targets := []Target{Direct, Twemproxy, Lockproxy}
-	fmt.Fprintf(w, "\nMedians over the rounds, each figure on its own:\n\n| -P | figure | direct | twemproxy → 1 master | lockproxy → %d masters |\n|--:|---|--:|--:|--:|\n",
-		res.Config.Masters)
+	head := fmt.Sprintf("| -P | figure | direct | twemproxy → 1 master | lockproxy → %d masters |", res.Config.Masters)
+	if len(res.redisBenchRuns(LockproxyOne, 1))+len(res.redisBenchRuns(LockproxyOne, 16)) > 0 {
+		targets = append(targets, LockproxyOne)
+		head += " lockproxy → 1 master |"
+	}
+	fmt.Fprintf(w, "\nMedians over the rounds, each figure on its own:\n\n%s\n|--:|---|%s\n", head, strings.Repeat("--:|", len(targets)))
 	rows := []struct {
 		name string
 		fig  func(*RedisBenchResult) float64

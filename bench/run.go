@@ -240,6 +240,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		if err := c.startTwemproxy(ctx, twemBin); err != nil {
 			return nil, err
 		}
+		if cfg.uses(Lockproxy) {
+			if err := c.startLockproxyOne(ctx); err != nil {
+				return nil, err
+			}
+		}
 	}
 	r := &runner{cfg: cfg, c: c, meter: c.meter(), res: res}
 	scenario1 := false

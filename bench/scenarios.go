@@ -51,6 +51,14 @@ func (r *runner) redisBenchmark(ctx context.Context) {
 	if r.cfg.measuresTwemproxy() && !r.cfg.NoProxyProfile {
 		r.proxyProfiles(ctx)
 	}
+	if r.c.one != nil {
+		// Only scenario 1 drives it: the later scenarios' masters and
+		// machine do not carry an idle second proxy.
+		if err := r.c.one.stop(); err != nil {
+			r.fail("stopping lockproxy on one master: %v", err)
+		}
+		r.c.one = nil
+	}
 }
 
 // redisBenchmarkTargets are the targets of scenario 1, in the order each
@@ -61,6 +69,9 @@ func (r *runner) redisBenchmarkTargets() []Target {
 		if r.cfg.uses(t) && (t != Twemproxy || r.cfg.measuresTwemproxy()) {
 			ts = append(ts, t)
 		}
+	}
+	if r.c.one != nil {
+		ts = append(ts, LockproxyOne)
 	}
 	return ts
 }
@@ -73,6 +84,8 @@ func (r *runner) benchEndpoint(t Target) (string, *proxyProc, *cpuMeter) {
 		return r.c.proxy.addr, r.c.proxy, r.c.meterFor(r.c.proxy)
 	case Twemproxy:
 		return r.c.twem.addr, r.c.twem, r.c.meterFor(r.c.twem)
+	case LockproxyOne:
+		return r.c.one.addr, r.c.one, r.c.meterFor(r.c.one)
 	}
 	return r.c.masters[0].Addr, nil, r.c.meterFor(nil)
 }

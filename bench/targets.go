@@ -33,6 +33,13 @@ const (
 	// forwarding proxy, so the Go lock workloads through it would measure
 	// direct Redis plus one hop.
 	Twemproxy Target = "twemproxy"
+	// LockproxyOne is redis-benchmark against a second lockproxy whose
+	// only master is the first one (a quorum of 1): the job twemproxy
+	// does, so that scenario 1 can tell lockproxy's cost per request
+	// apart from the cost of its fan-out (proxycpu.go). It runs whenever
+	// scenario 1 measures twemproxy and lockproxy; it is not a -targets
+	// choice of its own.
+	LockproxyOne Target = "lockproxy1"
 )
 
 // AllTargets lists every target in report order.
@@ -255,8 +262,8 @@ func newFactory(t Target, c *cluster, workers int) (*lockerFactory, error) {
 			addrs[i] = m.Addr
 		}
 		return newRedsyncFactory(addrs, workers), nil
-	case Twemproxy:
-		return nil, errors.New("bench: twemproxy is measured by redis-benchmark only (scenario 1)")
+	case Twemproxy, LockproxyOne:
+		return nil, fmt.Errorf("bench: %s is measured by redis-benchmark only (scenario 1)", t)
 	}
 	return nil, fmt.Errorf("bench: unknown target %q", t)
 }

@@ -101,3 +101,14 @@ func (c *cluster) startTwemproxy(ctx context.Context, bin string) error {
 	c.twem = p
 	return nil
 }
+
+// startLockproxyOne starts lockproxy on the cluster's first master alone,
+// twemproxy's job (the LockproxyOne target); close stops it.
+func (c *cluster) startLockproxyOne(ctx context.Context) error {
+	p, err := startProxy(ctx, c.bin, filepath.Join(c.dir, "lockproxy-one-master"), c.masterAddrs()[:1], c.nodeTimeout)
+	if err != nil {
+		return fmt.Errorf("bench: lockproxy on one master: %w", err)
+	}
+	c.one = p
+	return nil
+}

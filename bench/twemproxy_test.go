@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -66,9 +67,54 @@ func TestTwemproxyOnlyInScenario1(t *testing.T) {
 			t.Errorf("%+v measures twemproxy", c)
 		}
 	}
-	r := &runner{cfg: Config{Scenarios: []string{ScenarioTwemproxy}}.withDefaults()}
+	r := &runner{cfg: Config{Scenarios: []string{ScenarioTwemproxy}}.withDefaults(), c: &cluster{}}
 	if got := r.redisBenchmarkTargets(); len(got) != 3 || got[0] != Direct || got[1] != Twemproxy || got[2] != Lockproxy {
 		t.Errorf("scenario 1 targets = %v, want direct, twemproxy, lockproxy", got)
+	}
+	// With lockproxy on one master running, it comes last.
+	r.c.one = &proxyProc{}
+	if got := r.redisBenchmarkTargets(); len(got) != 4 || got[3] != LockproxyOne {
+		t.Errorf("scenario 1 targets = %v, want lockproxy1 last", got)
+	}
+}
+
+// TestFanOutSplit: lockproxy on one master against twemproxy is the same
+// job; what lockproxy on all masters costs beyond it, per further master,
+// is the fan-out, and the report and the check say both.
+func TestFanOutSplit(t *testing.T) {
+	res := &Results{Config: Config{Rounds: 3, Masters: 5}.withDefaults()}
+	run := func(tg Target, round int, proxyUs, sysUs float64) RedisBenchResult {
+		cpu := CPU{Proxy: time.Duration(proxyUs * 1000 * float64(time.Microsecond)), ProxySys: time.Duration(sysUs * 1000 * float64(time.Microsecond))}
+		return RedisBenchResult{Target: tg, Pipeline: 16, Round: round, Requests: 1000, RPS: 1, CPU: cpu}
+	}
+	// Rounds: twemproxy 2, lockproxy on 5 masters 3.2, on 1 master 1.6
+	// (0.8x); each further master (3.2-1.6)/4 = 0.4, of which kernel
+	// (1.0-0.6)/4 = 0.1; to match, each could cost (2-1.6)/4 = 0.1.
+	for i := 1; i <= 3; i++ {
+		res.RedisBench = append(res.RedisBench, run(Twemproxy, i, 2, 0.8), run(Lockproxy, i, 3.2, 1.0), run(LockproxyOne, i, 1.6, 0.6))
+	}
+	f, ok := res.fanOut(16)
+	if !ok {
+		t.Fatal("no split with all three measured")
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	if !near(f.oneRatio, 0.8) || !near(f.perMaster, 0.4) || !near(f.pmSys, 0.1) || !near(f.pmUser, 0.3) || !near(f.parityBudget, 0.1) {
+		t.Errorf("split %+v", f)
+	}
+	if _, ok := res.fanOut(1); ok {
+		t.Error("a split at -P 1, which was not measured")
+	}
+	cs := res.proxyCPUChecks()
+	if !strings.Contains(cs[1].Value, "lockproxy on 1 master 1.60 µs, 0.80× twemproxy's: the rest is the fan-out, 0.40 µs per further master") {
+		t.Errorf("-P 16 check: %q", cs[1].Value)
+	}
+	var b strings.Builder
+	res.Markdown(&b, "test")
+	for _, want := range []string{"**Where the difference is.**", "| 16 | 2.00 | 1.60 | 0.80× | 3.20 | 0.40 (user 0.30, kernel 0.10) | 0.10 |",
+		"| 16 | lockproxy1 | 1 |", "lockproxy → 1 master |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
 	}
 }
 
