@@ -186,10 +186,13 @@ func (e *Engine) Submit(w *Waiter, r *Request) {
 			return // queued behind another request on the same key
 		}
 	}
-	now := r.t0 // parsed just now: saves a clock read, and counts node_timeout from the parse
-	if now == 0 {
-		now = batching.Now()
+	if r.t0 == 0 {
+		// Not from a client's command (lockproxy's own reads): its
+		// time starts now, for node_timeout, validity and the ageing of
+		// TTL readings (qthTTL).
+		r.t0 = batching.Now()
 	}
+	now := r.t0 // parsed just now: saves a clock read, and counts node_timeout from the parse
 	if e.dispatch(r, now) {
 		e.finish(r)
 	}
