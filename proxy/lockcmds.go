@@ -122,11 +122,35 @@ func cmdPTTL(s *Server, c *client, args [][]byte) {
 	s.submit(c, s.cfg.Engine.PTTL(args[1], evloop.Now()), kind)
 }
 
+// maxCommandKeys bounds the keys of one DEL, EXISTS or script. Each key is
+// a step of the script or command every master runs, and while one master
+// is busy with a command every other client's request on that master
+// waits behind it: 65,535 keys kept each master busy past node_timeout,
+// and other clients' locks failed with NOQUORUM. Lock libraries name a
+// handful of keys.
+const maxCommandKeys = 1024
+
+// tooManyKeys answers a command naming more than maxCommandKeys keys, and
+// reports whether it did.
+func tooManyKeys(c *client, cmd []byte, n int) bool {
+	if n <= maxCommandKeys {
+		return false
+	}
+	c.errorf("ERR %s through lockproxy names at most %d keys (got %d): every master runs it at once, and a long one holds up every other client's locks; split it", strings.ToUpper(string(cmd)), maxCommandKeys, n)
+	return true
+}
+
 func cmdExists(s *Server, c *client, args [][]byte) {
+	if tooManyKeys(c, args[0], len(args)-1) {
+		return
+	}
 	s.submit(c, s.cfg.Engine.Exists(args[1:], evloop.Now()), renderReply)
 }
 
 func cmdDel(s *Server, c *client, args [][]byte) {
+	if tooManyKeys(c, args[0], len(args)-1) {
+		return
+	}
 	s.submit(c, s.cfg.Engine.Del(args[1:], evloop.Now()), renderReply)
 	if s.keyEvent(c, pubsub.EventDel, 0, args[1:]...); len(c.slots) > 0 && c.slots[len(c.slots)-1].ev != nil {
 		c.slots[len(c.slots)-1].ev.counted = true

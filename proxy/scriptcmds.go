@@ -28,6 +28,9 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 		c.errorf("ERR Number of keys can't be greater than number of args")
 		return
 	}
+	if tooManyKeys(c, args[0], numKeys) {
+		return
+	}
 	sc := s.scriptFor(c, args)
 	if sc == nil {
 		return // refused, or deferred until understood

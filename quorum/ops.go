@@ -174,11 +174,21 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 		r.load = nil // lockproxy's own: loaded on every connection
 	}
 	// Keys and the token alias the encoded command, which the request owns.
+	// argIn scans the command from its start: a script over many keys
+	// splits it once instead, or naming every key would be quadratic.
+	var split [][]byte
 	at := func(a Arg) []byte {
-		if a.Keys {
-			return argIn(r.cmd, 2+a.Index)
+		i := 2 + a.Index
+		if !a.Keys {
+			i += len(keys)
 		}
-		return argIn(r.cmd, 2+len(keys)+a.Index)
+		if len(keys)+len(argv) <= 8 {
+			return argIn(r.cmd, i)
+		}
+		if split == nil {
+			split = splitCommand(r.cmd)
+		}
+		return split[i]
 	}
 	switch {
 	case !op.KeyArg.IsZero():
@@ -253,6 +263,30 @@ func argIn(cmd []byte, i int) []byte {
 		}
 		p += l + 2
 	}
+}
+
+// splitCommand returns every argument of an encoded command (the command
+// name being 0), in one pass; each aliases cmd.
+func splitCommand(cmd []byte) [][]byte {
+	p := 0
+	line := func() int {
+		start := p
+		for cmd[p] != '\r' {
+			p++
+		}
+		p += 2
+		return start
+	}
+	st := line() // *n
+	n, _ := strconv.Atoi(string(cmd[st+1 : p-2]))
+	out := make([][]byte, n)
+	for j := range out {
+		st := line() // $len
+		l, _ := strconv.Atoi(string(cmd[st+1 : p-2]))
+		out[j] = cmd[p : p+l : p+l]
+		p += l + 2
+	}
+	return out
 }
 
 // Broadcast sends a client's PUBLISH or SPUBLISH (cmd) of payload on
