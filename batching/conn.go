@@ -163,7 +163,7 @@ func (p *Pipeline) writeLoop(conn net.Conn, readErr <-chan error) (err error, re
 func (p *Pipeline) takeBatch(spare []Op, buf []byte) (next []Op, out []byte, n int, more bool) {
 	p.mu.Lock()
 	batch := p.queue
-	p.queue = spare[:0]
+	p.queue, p.qbytes = spare[:0], 0
 	// Counted in Depth until they are in flight or completed: a shutdown's
 	// Drain must not see an empty pipeline in between.
 	taken := int64(len(batch))

@@ -61,6 +61,9 @@ type MasterError struct {
 func (e *MasterError) Error() string { return "master " + e.Addr + ": " + e.Err.Error() }
 func (e *MasterError) Unwrap() error { return e.Err }
 
+// DefaultQueueBytes is Options.QueueBytes's default: 32 MiB.
+const DefaultQueueBytes = 32 << 20
+
 // Now is the monotonic clock in nanoseconds, the one Op.Deadline uses (the
 // event loop's clock).
 func Now() int64 { return evloop.Now() }
@@ -72,6 +75,12 @@ type Options struct {
 	// QueueLimit bounds the commands waiting to be written; past it Submit
 	// fails fast with ErrQueueFull. Default 65536.
 	QueueLimit int
+	// QueueBytes bounds the bytes of the commands waiting to be written,
+	// likewise: a paused master's queue of large commands (a DEL of big
+	// keys) is memory lockproxy holds until the master is declared down.
+	// Default DefaultQueueBytes; a command alone in the queue is always
+	// accepted.
+	QueueBytes int
 	// DialTimeout bounds connecting and the Init commands. Default 1s.
 	DialTimeout time.Duration
 	// StallTimeout closes a connection that has replies outstanding and
@@ -115,6 +124,7 @@ type Pipeline struct {
 
 	mu      sync.Mutex // protects the fields below
 	queue   []Op       // submitted, not yet written
+	qbytes  int        // the bytes of queue's commands
 	up      bool       // a connection is established; Submit accepts
 	lastErr error      // why the master is down
 	closed  bool
@@ -137,6 +147,9 @@ type Pipeline struct {
 func New(opt Options) *Pipeline {
 	if opt.QueueLimit <= 0 {
 		opt.QueueLimit = 65536
+	}
+	if opt.QueueBytes <= 0 {
+		opt.QueueBytes = DefaultQueueBytes
 	}
 	if opt.DialTimeout <= 0 {
 		opt.DialTimeout = time.Second
@@ -203,11 +216,12 @@ func (p *Pipeline) Submit(op Op) error {
 		err := p.lastErr
 		p.mu.Unlock()
 		return &MasterError{p.opt.Addr, fmt.Errorf("down (%w); redialling", err)}
-	case len(p.queue) >= p.opt.QueueLimit:
+	case len(p.queue) >= p.opt.QueueLimit || (len(p.queue) > 0 && p.qbytes+len(op.Cmd) > p.opt.QueueBytes):
 		p.mu.Unlock()
 		return &MasterError{p.opt.Addr, ErrQueueFull}
 	}
 	p.queue = append(p.queue, op)
+	p.qbytes += len(op.Cmd)
 	first := len(p.queue) == 1
 	lc := p.flusher
 	p.mu.Unlock()
@@ -337,7 +351,7 @@ func (p *Pipeline) setState(up bool, err error) {
 func (p *Pipeline) failQueued(err error) {
 	p.mu.Lock()
 	q := p.queue
-	p.queue = nil
+	p.queue, p.qbytes = nil, 0
 	p.mu.Unlock()
 	for _, op := range q {
 		if op.C != nil {

@@ -229,3 +229,35 @@ func waitConnectedB(b *testing.B, p *Pipeline) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestPipelineQueueBytesBounded: a paused master's queue of large
+// commands is bounded in bytes as well as in count: a reviewer's DEL of
+// seven 1 MiB keys, 150 times against a paused master, held 1.9 GB until
+// the master was declared down. Past QueueBytes, Submit fails fast.
+func TestPipelineQueueBytesBounded(t *testing.T) { bothModes(t, testPipelineQueueBytesBounded) }
+
+func testPipelineQueueBytesBounded(t *testing.T, with func(Options) Options) {
+	m := redisproc.ForTest(t, 1)[0]
+	const limit = 4 << 20
+	p := New(with(Options{Addr: m.Addr, Logger: quiet(), QueueBytes: limit}))
+	defer p.Close()
+	waitConnected(t, p)
+	if err := m.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Resume()
+	big := resp.AppendCommand(nil, []byte("ECHO"), make([]byte, 1<<20))
+	var full error
+	for i := 0; i < 256 && full == nil; i++ {
+		full = p.Submit(Op{Cmd: big})
+		p.mu.Lock()
+		q := p.qbytes
+		p.mu.Unlock()
+		if q > limit {
+			t.Fatalf("after %d commands of 1 MiB, %d bytes queued: over the %d-byte limit", i+1, q, limit)
+		}
+	}
+	if !errors.Is(full, ErrQueueFull) {
+		t.Fatalf("256 MiB submitted to a paused master, never refused: %v", full)
+	}
+}
