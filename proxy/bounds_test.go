@@ -54,6 +54,9 @@ func TestTTLTooShortForValidity(t *testing.T) {
 			{[]any{"SET", "short", "t", "NX", "EXAT", fmt.Sprint(nowMs/1000 - 10)}, []string{"in the past) is too short"}},
 			{[]any{"PEXPIRE", "short", "2"}, []string{"ERR TTL 2ms is too short", "the minimum is 3ms"}},
 			{[]any{"EVAL", acquire, "1", "short", "t", "2"}, []string{`ERR script "node-redlock v3 acquire": ARGV[2]: TTL 2ms is too short`, "the minimum is 3ms"}},
+			// 0 is "no expiry" to many lock scripts (Medusa's acquire
+			// without expire): said so, not "too short".
+			{[]any{"EVAL", acquire, "1", "short", "t", "0"}, []string{`ERR script "node-redlock v3 acquire": ARGV[2] is 0, and lockproxy takes a lock only with a TTL`, "pass a TTL in ms"}},
 			{[]any{"EVAL", acqat, "1", "short", "t", fmt.Sprint(nowMs)}, []string{`ERR script "rueidislock acqat": ARGV[2]: TTL`, "is too short"}},
 		} {
 			err := cl.Do(ctx, tc.args...).Err()

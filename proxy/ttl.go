@@ -102,6 +102,12 @@ func (s *Server) scriptTTLs(sc *catalog.Script, keys, argv [][]byte) (ttl time.D
 		if err != nil {
 			return 0, fmt.Sprintf("ERR script %q: %s should be its TTL, an integer", sc.Name, where)
 		}
+		if v <= 0 && (sc.TTLUnit == quorum.Millis || sc.TTLUnit == quorum.Seconds) {
+			// Many lock scripts take 0 to mean "no expiry" (Medusa's
+			// acquire without expire): say that, not "too short".
+			return 0, fmt.Sprintf("ERR script %q: %s is %d, and lockproxy takes a lock only with a TTL: a lock that never expires is lost for good with its holder; pass a TTL in %s",
+				sc.Name, where, v, unitName(sc.TTLUnit))
+		}
 		if ttl, msg = s.accountedTTL(v, sc.TTLUnit); msg != "" {
 			return 0, fmt.Sprintf("ERR script %q: %s: %s", sc.Name, where, strings.TrimPrefix(msg, "ERR "))
 		}
