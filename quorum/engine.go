@@ -180,17 +180,17 @@ func (e *Engine) Submit(w *Waiter, r *Request) {
 	r.e, r.w = e, w
 	r.refs.Store(1) // the submitter's, until Release
 	w.pending.Add(1)
+	if r.t0 == 0 {
+		// Not from a client's command (lockproxy's own reads): its
+		// time starts now, before it may wait behind its key, for
+		// node_timeout, validity and the ageing of TTL readings (qthTTL).
+		r.t0 = batching.Now()
+	}
 	if r.Key != "" {
 		r.kh, r.khSet = e.keys.hash(r.Key), true
 		if !e.keys.enter(r) {
 			return // queued behind another request on the same key
 		}
-	}
-	if r.t0 == 0 {
-		// Not from a client's command (lockproxy's own reads): its
-		// time starts now, for node_timeout, validity and the ageing of
-		// TTL readings (qthTTL).
-		r.t0 = batching.Now()
 	}
 	now := r.t0 // parsed just now: saves a clock read, and counts node_timeout from the parse
 	if e.dispatch(r, now) {
