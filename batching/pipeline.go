@@ -64,6 +64,10 @@ func (e *MasterError) Unwrap() error { return e.Err }
 // DefaultQueueBytes is Options.QueueBytes's default: 32 MiB.
 const DefaultQueueBytes = 32 << 20
 
+// SmallCommand is the size up to which a command is not held to
+// Options.QueueBytes.
+const SmallCommand = 4 << 10
+
 // Now is the monotonic clock in nanoseconds, the one Op.Deadline uses (the
 // event loop's clock).
 func Now() int64 { return evloop.Now() }
@@ -78,8 +82,10 @@ type Options struct {
 	// QueueBytes bounds the bytes of the commands waiting to be written,
 	// likewise: a paused master's queue of large commands (a DEL of big
 	// keys) is memory lockproxy holds until the master is declared down.
-	// Default DefaultQueueBytes; a command alone in the queue is always
-	// accepted.
+	// Default DefaultQueueBytes. A command alone in the queue, and a
+	// command of at most SmallCommand bytes, are accepted past it (only
+	// QueueLimit bounds them): every lock command, release and undo is
+	// that small, and large commands must not crowd them out.
 	QueueBytes int
 	// DialTimeout bounds connecting and the Init commands. Default 1s.
 	DialTimeout time.Duration
@@ -216,7 +222,7 @@ func (p *Pipeline) Submit(op Op) error {
 		err := p.lastErr
 		p.mu.Unlock()
 		return &MasterError{p.opt.Addr, fmt.Errorf("down (%w); redialling", err)}
-	case len(p.queue) >= p.opt.QueueLimit || (len(p.queue) > 0 && p.qbytes+len(op.Cmd) > p.opt.QueueBytes):
+	case len(p.queue) >= p.opt.QueueLimit || (len(op.Cmd) > SmallCommand && len(p.queue) > 0 && p.qbytes+len(op.Cmd) > p.opt.QueueBytes):
 		p.mu.Unlock()
 		return &MasterError{p.opt.Addr, ErrQueueFull}
 	}

@@ -233,7 +233,8 @@ func waitConnectedB(b *testing.B, p *Pipeline) {
 // TestPipelineQueueBytesBounded: a paused master's queue of large
 // commands is bounded in bytes as well as in count: a reviewer's DEL of
 // seven 1 MiB keys, 150 times against a paused master, held 1.9 GB until
-// the master was declared down. Past QueueBytes, Submit fails fast.
+// the master was declared down. Past QueueBytes, Submit fails fast for
+// large commands; a small one (a release, an undo) is still queued.
 func TestPipelineQueueBytesBounded(t *testing.T) { bothModes(t, testPipelineQueueBytesBounded) }
 
 func testPipelineQueueBytesBounded(t *testing.T, with func(Options) Options) {
@@ -259,5 +260,20 @@ func testPipelineQueueBytesBounded(t *testing.T, with func(Options) Options) {
 	}
 	if !errors.Is(full, ErrQueueFull) {
 		t.Fatalf("256 MiB submitted to a paused master, never refused: %v", full)
+	}
+	// Fill up to the last few KiB with commands just over SmallCommand,
+	// then a command of exactly SmallCommand bytes still goes in.
+	medium := resp.AppendCommand(nil, []byte("ECHO"), make([]byte, SmallCommand))
+	for i := 0; i < 4096; i++ {
+		if p.Submit(Op{Cmd: medium}) != nil {
+			break
+		}
+	}
+	small := resp.AppendCommand(nil, []byte("ECHO"), make([]byte, SmallCommand-23))
+	if len(small) != SmallCommand {
+		t.Fatalf("small command of %d bytes, want %d", len(small), SmallCommand)
+	}
+	if err := p.Submit(Op{Cmd: small}); err != nil {
+		t.Fatalf("a small command (a release, an undo) behind a full queue of large ones: %v", err)
 	}
 }
