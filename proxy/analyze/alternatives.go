@@ -10,8 +10,9 @@ import (
 	lua "github.com/yuin/gopher-lua"
 )
 
-// maxAlternatives bounds the values tried for each free argument.
-const maxAlternatives = 32
+// maxAlternatives bounds the script's constants tried for each free
+// argument (the analysis's step budget bounds the whole).
+const maxAlternatives = 128
 
 // constants returns the script's string and number constants, sorted and
 // without duplicates: the values a script may compare an argument with.
@@ -117,6 +118,9 @@ func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts [
 		}
 	}
 	a.vals, a.cache = saved, map[string]*obs{}
+	if err := a.roleAlternatives(sem, f, base); err != nil {
+		return err
+	}
 	return a.auxAlternatives(sem, f, base, all, consts)
 }
 
@@ -190,17 +194,21 @@ func (a *analysis) auxValues(p int, all []*obs, consts []string) []auxValue {
 }
 
 // longAlternative is the long string a free argument is tried with: the
-// probe values are all 13 digits long.
-var longAlternative = strings.Repeat("x", 64)
+// probe values are all 13 digits long. hugeAlternative is a number above
+// every probe value, for a threshold they all stay below.
+var (
+	longAlternative = strings.Repeat("x", 64)
+	hugeAlternative = "999999999999999999"
+)
 
 // argAlternatives are the values free argument p is tried with besides the
 // script's constants: every other argument's probe value (a script may
-// compare ARGV[3] with ARGV[1]) and a long string, each once. Values that
+// compare ARGV[3] with ARGV[1]), a long string and a huge number, each once. Values that
 // name a key are left out: two arguments naming one key would make the
 // analysis attribute what the script does to that key to the wrong one.
 func argAlternatives(vals []string, p int, keys map[string]bool) []string {
 	out := make([]string, 0, len(vals))
-	for i, v := range append(append([]string(nil), vals...), longAlternative) {
+	for i, v := range append(append([]string(nil), vals...), longAlternative, hugeAlternative) {
 		if i != p && v != vals[p] && !keys[v] && !valueIn(v, out) {
 			out = append(out, v)
 		}

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -71,6 +72,38 @@ return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
 	} {
 		if sem, err := Analyze([]byte(body), Options{}); err == nil {
 			t.Errorf("accepted: %s\n  %v", body, sem)
+		}
+	}
+}
+
+// TestTTLArgumentLadderRefusesHiddenBranches: the TTL argument is probed at
+// about 1.8e12; a branch on the values clients send (a TTL shrunk or
+// clamped below a threshold) shows only when it is tried at realistic
+// values (roles.go). A free argument compared with a number above every
+// probe value, or with a constant past the first 32, likewise (found by a
+// review: each was accepted, and each takes a lock that lives otherwise
+// than lockproxy accounts).
+func TestTTLArgumentLadderRefusesHiddenBranches(t *testing.T) {
+	pad := "local pad = {"
+	for i := 1; i <= 33; i++ {
+		pad += fmt.Sprintf("'a%02d',", i)
+	}
+	pad += "}\n"
+	for name, body := range map[string]string{
+		// EVAL ... 30000: the lock would live 3 s, validity ~29.7 s.
+		"ttl shrunk below a threshold": `local ttl = tonumber(ARGV[2])
+if ttl < 100000 then ttl = math.floor(ttl / 10) end
+return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ttl)`,
+		"ttl clamped to a constant below a threshold": `local ttl = tonumber(ARGV[2])
+if ttl < 60000 then ttl = 1000 end
+return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ttl)`,
+		"free argument above every probe value": `if tonumber(ARGV[3]) ~= nil and tonumber(ARGV[3]) > 5000000000000 then return redis.call('set', KEYS[1], ARGV[1], 'NX') end
+return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
+		"a constant past the first 32": pad + `if ARGV[3] == 'zforever' then return redis.call('set', KEYS[1], ARGV[1], 'NX') end
+return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
+	} {
+		if sem, err := Analyze([]byte(body), Options{}); err == nil {
+			t.Errorf("%s: accepted as %v, TTL %+v", name, sem.Kind, *sem.TTL)
 		}
 	}
 }
