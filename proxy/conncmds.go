@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
@@ -102,6 +101,7 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 		proto = v
 	}
 	var name []byte
+	setName := false
 	authed := c.authed
 	for i := 2; i < len(args); i++ {
 		switch strings.ToLower(string(args[i])) {
@@ -122,7 +122,12 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 				c.errorf("ERR Syntax error in HELLO option 'setname'")
 				return
 			}
-			name = args[i+1]
+			// Checked before AUTH, as Redis does.
+			if msg := clientAttrError("Client names", "client name", args[i+1]); msg != "" {
+				c.errorf("%s", msg)
+				return
+			}
+			name, setName = args[i+1], true
 			i++
 		default:
 			c.errorf("ERR Syntax error in HELLO option '%s'", clip(args[i]))
@@ -135,7 +140,7 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 	}
 	c.authed = true
 	c.resp3 = proto == 3
-	if name != nil {
+	if setName {
 		c.name = string(name)
 	}
 	id := c.id
@@ -167,8 +172,8 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
 	switch {
 	case sub == "setname" && len(args) == 3:
-		if bytes.ContainsAny(args[2], " \n\r") {
-			c.errorf("ERR Client names cannot contain spaces, newlines or special characters.")
+		if msg := clientAttrError("Client names", "client name", args[2]); msg != "" {
+			c.errorf("%s", msg)
 			return
 		}
 		c.name = string(args[2])
@@ -183,15 +188,22 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 	case sub == "id" && len(args) == 2:
 		c.integer(c.id)
 	case sub == "setinfo" && len(args) == 4:
+		var dst *string
 		switch strings.ToLower(string(args[2])) {
 		case "lib-name":
-			c.lib = string(args[3])
+			dst = &c.lib
 		case "lib-ver":
-			c.libVer = string(args[3])
+			dst = &c.libVer
 		default:
 			c.errorf("ERR Unrecognized option '%s'", clip(args[2]))
 			return
 		}
+		// Redis names the attribute as the client spelled it.
+		if msg := clientAttrError(string(args[2]), strings.ToLower(string(args[2])), args[3]); msg != "" {
+			c.errorf("%s", msg)
+			return
+		}
+		*dst = string(args[3])
 		c.status("OK")
 	case sub == "info" && len(args) == 2:
 		info := s.clientLine(c) + "\n"
@@ -209,6 +221,33 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 		// subcommands (MAINT_NOTIFICATIONS) tolerate it.
 		c.errorf("ERR unknown subcommand '%s'. Try CLIENT HELP.", clip(args[1]))
 	}
+}
+
+// maxClientAttr bounds a client name, lib-name and lib-ver (CLIENT
+// SETNAME, HELLO … SETNAME, CLIENT SETINFO). Each is kept for the life of
+// the connection, outside the input budget (client_query_buffer_total):
+// without a bound, idle connections could hold a MiB per attribute each.
+// Redis has none; library names and versions are a few bytes.
+const maxClientAttr = 4096
+
+// clientAttrError returns the error a client name, lib-name or lib-ver v
+// gets, or "" when v is acceptable. As Redis's validateClientAttr
+// (networking.c), every byte must be printable ASCII other than the space
+// ('!' to '~'), so that a CLIENT INFO line splits on spaces into its
+// fields, and the error is Redis's text with redisName ("Client names",
+// or the SETINFO option as the client spelled it). The empty value is
+// allowed: it unsets the attribute. what names the attribute in the
+// length error.
+func clientAttrError(redisName, what string, v []byte) string {
+	for _, b := range v {
+		if b < '!' || b > '~' {
+			return "ERR " + redisName + " cannot contain spaces, newlines or special characters."
+		}
+	}
+	if len(v) > maxClientAttr {
+		return fmt.Sprintf("ERR %s of %d bytes is longer than lockproxy's limit of %d bytes", what, len(v), maxClientAttr)
+	}
+	return ""
 }
 
 func (s *Server) clientLine(c *client) string {
