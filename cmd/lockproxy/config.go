@@ -126,7 +126,7 @@ func defaults() fileConfig {
 		ClientQueryBufferLimit: 8 << 20,
 		ClientQueryBufferTotal: 128 << 20,
 		PubSub: pubsubConfig{
-			MaxChannels: 10000, MaxPerConnection: 10000, MaxSubscriptions: 100000,
+			MaxChannels: 10000, MaxPerConnection: 1000, MaxSubscriptions: 100000,
 			OutputBufferHard: 32 << 20, OutputBufferSoft: 8 << 20, OutputBufferSoftSeconds: 60,
 		},
 		Quorum: quorumConfig{
@@ -320,6 +320,9 @@ func (p *pubsubConfig) check(at func(string) string) error {
 		if v.n < 1 {
 			return fmt.Errorf("%s: %s %d must be at least 1", at(v.key), v.key, v.n)
 		}
+	}
+	if p.MaxPerConnection > p.MaxChannels {
+		return fmt.Errorf("%s: pubsub.max_per_connection %d exceeds pubsub.max_channels %d: one connection could take every channel and lock every other subscriber out; keep it well below (the default is a tenth)", at("pubsub.max_per_connection"), p.MaxPerConnection, p.MaxChannels)
 	}
 	if p.OutputBufferSoft > p.OutputBufferHard {
 		return fmt.Errorf("%s: pubsub.output_buffer_soft %d exceeds pubsub.output_buffer_hard %d", at("pubsub.output_buffer_soft"), p.OutputBufferSoft, p.OutputBufferHard)

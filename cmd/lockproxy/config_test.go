@@ -98,6 +98,8 @@ func TestConfigErrors(t *testing.T) {
 			want: []string{"quorum.master_tls.ca_file"}},
 		{name: "master user without password", toml: masters + "master_username = \"lockproxy\"\n", line: 3,
 			want: []string{"quorum.master_username is set without a password", "LOCKPROXY_MASTER_PASSWORD"}},
+		{name: "per-connection subscriptions above the proxy's", toml: masters + "[pubsub]\nmax_channels = 500\nmax_per_connection = 1000\n", line: 5,
+			want: []string{"pubsub.max_per_connection 1000 exceeds pubsub.max_channels 500: one connection could take every channel"}},
 		{name: "bad -masters flag", toml: masters, args: []string{"-masters", "a:1,a:1"},
 			want: []string{"flag -masters: quorum.masters lists \"a:1\" twice"}},
 		{name: "bad -log-level flag", toml: masters, args: []string{"-log-level", "loud"},

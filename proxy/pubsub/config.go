@@ -68,7 +68,11 @@ type Config struct {
 	// ErrTooManyChannels. Default 10,000.
 	MaxChannels int
 	// MaxPerSubscriber bounds one subscriber's channels, patterns and
-	// shard channels together (ErrSubscriberLimit). Default 10,000.
+	// shard channels together (ErrSubscriberLimit). It may not exceed
+	// MaxChannels, and is kept well below it so that one connection cannot
+	// take every channel and lock the other subscribers (lock waiters)
+	// out: it takes ten to fill the hub. Default MaxChannels/10 (1,000),
+	// at least 1.
 	MaxPerSubscriber int
 	// MaxSubscriptions bounds the (subscriber, channel) pairs of the hub
 	// (ErrTooManySubscriptions). Default 100,000.
@@ -156,7 +160,7 @@ func (c *Config) validate() error {
 	defDur(&c.ReadTimeout, 3*time.Second)
 	defDur(&c.DedupWindow, 5*time.Second)
 	def(&c.MaxChannels, 10_000)
-	def(&c.MaxPerSubscriber, 10_000)
+	def(&c.MaxPerSubscriber, max(1, c.MaxChannels/10))
 	def(&c.MaxSubscriptions, 100_000)
 	def(&c.MaxDedupEntries, 65_536)
 	def(&c.MaxPayload, 1<<20)
@@ -180,6 +184,8 @@ func (c *Config) validate() error {
 	case c.MaxChannels < 0 || c.MaxPerSubscriber < 0 || c.MaxSubscriptions < 0 ||
 		c.MaxDedupEntries < 0 || c.MaxPayload < 0 || c.MaxEventOrigins < 0 || c.MaxExpiries < 0:
 		return errors.New("pubsub: limits may not be negative")
+	case c.MaxPerSubscriber > c.MaxChannels:
+		return fmt.Errorf("pubsub: MaxPerSubscriber (%d) exceeds MaxChannels (%d): one subscriber could take every channel", c.MaxPerSubscriber, c.MaxChannels)
 	}
 	if _, err := ParseKeyspaceEvents(c.KeyspaceEvents); err != nil {
 		return err

@@ -102,7 +102,8 @@
 // Every resource is bounded by a Config field, each with its default and
 // error: distinct channels and patterns (MaxChannels, 10,000; each is one
 // subscription per master), subscriptions per subscriber
-// (MaxPerSubscriber, 10,000) and in all (MaxSubscriptions, 100,000),
+// (MaxPerSubscriber, MaxChannels/10: 1,000, so that one subscriber
+// cannot take every channel) and in all (MaxSubscriptions, 100,000),
 // remembered messages (MaxDedupEntries, 65,536, about 100 bytes each),
 // message size (MaxPayload, 1 MiB), event origins (MaxEventOrigins,
 // 1,024, 512 bytes each) and scheduled expiries (MaxExpiries, 100,000). A

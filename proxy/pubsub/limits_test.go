@@ -160,3 +160,40 @@ func TestExpiryScheduleBound(t *testing.T) {
 		t.Fatalf("%d expiries scheduled, %d dropped; want 2 and 3", st.Expiries, st.ExpiriesDropped)
 	}
 }
+
+// TestOneSubscriberCannotTakeEveryChannel: with the default limits, one
+// subscriber subscribing as many channels as the hub may hold is stopped
+// at its own limit, well before the hub's, and another subscriber (a lock
+// waiter) can still subscribe. With MaxPerSubscriber defaulting to
+// MaxChannels, the flood took every channel and the waiter got
+// ErrTooManyChannels.
+func TestOneSubscriberCannotTakeEveryChannel(t *testing.T) {
+	masters := redisproc.ForTest(t, 1)
+	h := startHub(t, testConfig(t, masters)) // default limits
+	flood := &recorder{}
+	var refused error
+	for i := range 10_000 {
+		if _, err := h.Subscribe(flood, Channel, fmt.Sprint("flood:", i)); err != nil {
+			refused = err
+			break
+		}
+	}
+	if _, err := h.Subscribe(&recorder{}, Channel, "lock:waiter"); err != nil {
+		t.Errorf("another subscriber after the flood: %v", err)
+	}
+	if !errors.Is(refused, ErrSubscriberLimit) {
+		t.Errorf("one subscriber's flood of 10,000 channels ended with %v, want ErrSubscriberLimit", refused)
+	}
+	if st := h.Stats(); st.Channels > 1_001 {
+		t.Errorf("the hub holds %d channels, want at most 1,000 of the flood (a tenth of MaxChannels) and the waiter's", st.Channels)
+	}
+}
+
+// TestPerSubscriberLimitNotAboveTotal: a per-subscriber limit above the
+// hub's is refused, naming both.
+func TestPerSubscriberLimitNotAboveTotal(t *testing.T) {
+	cfg := Config{Masters: []string{"127.0.0.1:1"}, MaxChannels: 100, MaxPerSubscriber: 101}
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "MaxPerSubscriber (101) exceeds MaxChannels (100)") {
+		t.Fatalf("New with MaxPerSubscriber > MaxChannels: %v", err)
+	}
+}
