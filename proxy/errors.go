@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -108,4 +109,20 @@ func quarantineText(q *quorum.QuarantineError) string {
 		return "quarantined until " + until + " (it may have evicted lock keys: maxmemory-policy was not noeviction; its votes count again once the longest lock it may have lost has expired)"
 	}
 	return "quarantined until " + until + " (restarted without its data; its votes count again once the longest lock it may have lost has expired)"
+}
+
+// patternRefusal is the client's text for a PSUBSCRIBE the hub refused
+// for the bounds on patterns (every PUBLISH is matched against each, on
+// the event loop), or "" for another error.
+func patternRefusal(err error, pattern []byte) string {
+	switch {
+	case errors.Is(err, pubsub.ErrPatternTooLong):
+		return "ERR pattern of " + strconv.Itoa(len(pattern)) + " bytes is longer than lockproxy's limit of " +
+			strconv.Itoa(pubsub.MaxPatternLen) + " bytes for patterns (every PUBLISH is matched against each); use a shorter pattern"
+	case errors.Is(err, pubsub.ErrSubscriberPatternLimit):
+		return "ERR too many patterns on this connection (pubsub.max_patterns_per_connection in config.toml); punsubscribe some"
+	case errors.Is(err, pubsub.ErrTooManyPatterns):
+		return "ERR too many distinct patterns on this lockproxy (pubsub.max_patterns in config.toml: every PUBLISH is matched against each); retry later or raise the limit"
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +147,37 @@ func TestSubscriberNotIdle(t *testing.T) {
 	}
 	if n := waitBlocked(t, a, 1); n != 1 {
 		t.Fatal("the blocked client was closed by idle_timeout")
+	}
+}
+
+// TestPatternBounds: every PUBLISH is matched against each pattern the
+// proxy holds, on the event loop, so PSUBSCRIBE refuses a pattern over 256
+// bytes and a connection's 101st pattern (pubsub.max_patterns_per_connection)
+// with errors that give the limit; a pattern of 256 bytes works.
+func TestPatternBounds(t *testing.T) {
+	a := startHubFront(t, redisproc.ForTest(t, 1), "")
+	wait := 5 * time.Second
+	rc := a.respConn()
+	rc.send("PSUBSCRIBE", strings.Repeat("*a", 128)+"b")
+	if f := rc.mustFrame(wait); f != "-ERR pattern of 257 bytes is longer than lockproxy's limit of 256 bytes for patterns (every PUBLISH is matched against each); use a shorter pattern\r\n" {
+		t.Fatalf("PSUBSCRIBE of a 257-byte pattern: %.200q", f)
+	}
+	var many []string
+	for i := range 101 {
+		many = append(many, fmt.Sprintf("%s%03d*", strings.Repeat("*a", 126), i)) // 256 bytes
+	}
+	rc.send(append([]string{"PSUBSCRIBE"}, many...)...)
+	for i, p := range many[:100] {
+		if f := rc.mustFrame(wait); !strings.Contains(f, bulk(p)) {
+			t.Fatalf("confirmation of pattern %d (256 bytes): %.200q", i, f)
+		}
+	}
+	if f := rc.mustFrame(wait); !strings.HasPrefix(f, "-ERR too many patterns on this connection (pubsub.max_patterns_per_connection") {
+		t.Fatalf("101st pattern of a connection: %.200q", f)
+	}
+	pub := a.respConn()
+	pub.send("PUBLISH", strings.Repeat("a", 252)+"000x", "m")
+	if f := pub.mustFrame(wait); f != ":1\r\n" {
+		t.Fatalf("PUBLISH matching one of the patterns: %q, want :1", f)
 	}
 }

@@ -175,6 +175,9 @@ func (s *Server) learnExpiry(c *client, ch []byte) {
 
 // subscribeError is the client's text for a refused subscription.
 func subscribeError(err error, ch []byte) string {
+	if msg := patternRefusal(err, ch); msg != "" {
+		return msg
+	}
 	switch {
 	case errors.Is(err, pubsub.ErrReserved):
 		return "ERR channel '" + clip(ch) + "' is reserved for lockproxy's own events; pick another channel name"

@@ -75,6 +75,10 @@ type pubsubConfig struct {
 	MaxChannels          int    `toml:"max_channels"`
 	MaxPerConnection     int    `toml:"max_per_connection"`
 	MaxSubscriptions     int    `toml:"max_subscriptions"`
+	// MaxPatterns and MaxPatternsPerConnection bound the patterns every
+	// PUBLISH is matched against (pubsub.Config.MaxPatterns).
+	MaxPatterns              int `toml:"max_patterns"`
+	MaxPatternsPerConnection int `toml:"max_patterns_per_connection"`
 	// Output limits of a subscriber, in bytes and seconds (Redis's
 	// client-output-buffer-limit pubsub 32mb 8mb 60).
 	OutputBufferHard        int64 `toml:"output_buffer_hard"`
@@ -127,6 +131,7 @@ func defaults() fileConfig {
 		ClientQueryBufferTotal: 128 << 20,
 		PubSub: pubsubConfig{
 			MaxChannels: 10000, MaxPerConnection: 1000, MaxSubscriptions: 100000,
+			MaxPatterns: 1000, MaxPatternsPerConnection: 100,
 			OutputBufferHard: 32 << 20, OutputBufferSoft: 8 << 20, OutputBufferSoftSeconds: 60,
 		},
 		Quorum: quorumConfig{
@@ -315,6 +320,7 @@ func (p *pubsubConfig) check(at func(string) string) error {
 	}{
 		{"pubsub.max_channels", int64(p.MaxChannels)}, {"pubsub.max_per_connection", int64(p.MaxPerConnection)},
 		{"pubsub.max_subscriptions", int64(p.MaxSubscriptions)}, {"pubsub.output_buffer_hard", p.OutputBufferHard},
+		{"pubsub.max_patterns", int64(p.MaxPatterns)}, {"pubsub.max_patterns_per_connection", int64(p.MaxPatternsPerConnection)},
 		{"pubsub.output_buffer_soft", p.OutputBufferSoft}, {"pubsub.output_buffer_soft_seconds", int64(p.OutputBufferSoftSeconds)},
 	} {
 		if v.n < 1 {
@@ -323,6 +329,12 @@ func (p *pubsubConfig) check(at func(string) string) error {
 	}
 	if p.MaxPerConnection > p.MaxChannels {
 		return fmt.Errorf("%s: pubsub.max_per_connection %d exceeds pubsub.max_channels %d: one connection could take every channel and lock every other subscriber out; keep it well below (the default is a tenth)", at("pubsub.max_per_connection"), p.MaxPerConnection, p.MaxChannels)
+	}
+	if p.MaxPatterns > p.MaxChannels {
+		return fmt.Errorf("%s: pubsub.max_patterns %d exceeds pubsub.max_channels %d (patterns are among the channels)", at("pubsub.max_patterns"), p.MaxPatterns, p.MaxChannels)
+	}
+	if p.MaxPatternsPerConnection > p.MaxPatterns {
+		return fmt.Errorf("%s: pubsub.max_patterns_per_connection %d exceeds pubsub.max_patterns %d: one connection could take every pattern; keep it well below (the default is a tenth)", at("pubsub.max_patterns_per_connection"), p.MaxPatternsPerConnection, p.MaxPatterns)
 	}
 	if p.OutputBufferSoft > p.OutputBufferHard {
 		return fmt.Errorf("%s: pubsub.output_buffer_soft %d exceeds pubsub.output_buffer_hard %d", at("pubsub.output_buffer_soft"), p.OutputBufferSoft, p.OutputBufferHard)

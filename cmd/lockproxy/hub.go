@@ -31,6 +31,9 @@ func newHub(cfg *fileConfig, engine *quorum.Engine, dial proxy.DialFunc, logger 
 		MaxChannels:      p.MaxChannels,
 		MaxPerSubscriber: p.MaxPerConnection,
 		MaxSubscriptions: p.MaxSubscriptions,
+
+		MaxPatterns:              p.MaxPatterns,
+		MaxPatternsPerSubscriber: p.MaxPatternsPerConnection,
 	}
 	if dial != nil {
 		hc.Dial = pubsub.DialFunc(dial)

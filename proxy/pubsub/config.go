@@ -77,6 +77,19 @@ type Config struct {
 	// MaxSubscriptions bounds the (subscriber, channel) pairs of the hub
 	// (ErrTooManySubscriptions). Default 100,000.
 	MaxSubscriptions int
+	// MaxPatterns bounds the distinct patterns among MaxChannels
+	// (ErrTooManyPatterns), and MaxPatternsPerSubscriber one
+	// subscriber's (ErrSubscriberPatternLimit); a pattern is at most
+	// MaxPatternLen (256) bytes (ErrPatternTooLong). Every PUBLISH is
+	// matched against each held pattern, and against each dropped one
+	// whose UNSUBSCRIBE a master has not confirmed (at most MaxPatterns
+	// more), under the hub's lock on the event loop, in time linear in
+	// the channel (glob.go): about 15µs for a 4 KiB channel and the worst
+	// pattern on one core, so 2 × 1,000 patterns bound a PUBLISH's
+	// matching to some 30ms. MaxPatterns may not exceed MaxChannels, nor
+	// MaxPatternsPerSubscriber MaxPatterns. Defaults 1,000 and
+	// MaxPatterns/10 (100), at least 1.
+	MaxPatterns, MaxPatternsPerSubscriber int
 
 	// DedupWindow is how long a delivered message waits for the copies of
 	// the other masters (doc.go). A copy later than this is delivered
@@ -162,6 +175,8 @@ func (c *Config) validate() error {
 	def(&c.MaxChannels, 10_000)
 	def(&c.MaxPerSubscriber, max(1, c.MaxChannels/10))
 	def(&c.MaxSubscriptions, 100_000)
+	def(&c.MaxPatterns, min(1_000, c.MaxChannels))
+	def(&c.MaxPatternsPerSubscriber, max(1, c.MaxPatterns/10))
 	def(&c.MaxDedupEntries, 65_536)
 	def(&c.MaxPayload, 1<<20)
 	def(&c.MaxEventOrigins, 1024)
@@ -181,11 +196,15 @@ func (c *Config) validate() error {
 		return fmt.Errorf("pubsub: back-off %v..%v is not a range", c.RetryMin, c.RetryMax)
 	case c.DedupWindow < 0 || c.DriftFactor < 0 || c.DriftFactor >= 0.5:
 		return errors.New("pubsub: DedupWindow and DriftFactor may not be negative (DriftFactor < 0.5)")
-	case c.MaxChannels < 0 || c.MaxPerSubscriber < 0 || c.MaxSubscriptions < 0 ||
+	case c.MaxChannels < 0 || c.MaxPerSubscriber < 0 || c.MaxSubscriptions < 0 || c.MaxPatterns < 0 || c.MaxPatternsPerSubscriber < 0 ||
 		c.MaxDedupEntries < 0 || c.MaxPayload < 0 || c.MaxEventOrigins < 0 || c.MaxExpiries < 0:
 		return errors.New("pubsub: limits may not be negative")
 	case c.MaxPerSubscriber > c.MaxChannels:
 		return fmt.Errorf("pubsub: MaxPerSubscriber (%d) exceeds MaxChannels (%d): one subscriber could take every channel", c.MaxPerSubscriber, c.MaxChannels)
+	case c.MaxPatterns > c.MaxChannels:
+		return fmt.Errorf("pubsub: MaxPatterns (%d) exceeds MaxChannels (%d)", c.MaxPatterns, c.MaxChannels)
+	case c.MaxPatternsPerSubscriber > c.MaxPatterns:
+		return fmt.Errorf("pubsub: MaxPatternsPerSubscriber (%d) exceeds MaxPatterns (%d): one subscriber could take every pattern", c.MaxPatternsPerSubscriber, c.MaxPatterns)
 	}
 	if _, err := ParseKeyspaceEvents(c.KeyspaceEvents); err != nil {
 		return err

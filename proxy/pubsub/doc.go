@@ -104,6 +104,8 @@
 // subscription per master), subscriptions per subscriber
 // (MaxPerSubscriber, MaxChannels/10: 1,000, so that one subscriber
 // cannot take every channel) and in all (MaxSubscriptions, 100,000),
+// patterns, which every PUBLISH is matched against (MaxPatterns, 1,000;
+// MaxPatternsPerSubscriber, 100; MaxPatternLen, 256 bytes; glob.go),
 // remembered messages (MaxDedupEntries, 65,536, about 100 bytes each),
 // message size (MaxPayload, 1 MiB), event origins (MaxEventOrigins,
 // 1,024, 512 bytes each) and scheduled expiries (MaxExpiries, 100,000). A

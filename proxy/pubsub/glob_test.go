@@ -143,6 +143,10 @@ func TestMatchAgainstRedis(t *testing.T) {
 					bad++
 					t.Errorf("Match(%q, %q) = %v, redis says %v", p, c, !want, want)
 				}
+				if want := truth[[2]string{p, c}]; compileGlob(p).match(c) != want && bad < 20 {
+					bad++
+					t.Errorf("compiled %q on %q = %v, redis says %v", p, c, !want, want)
+				}
 			}
 		}
 	})

@@ -49,7 +49,13 @@ var (
 	ErrSubscriberLimit      = errors.New("pubsub: too many subscriptions on this connection")
 	ErrTooManySubscriptions = errors.New("pubsub: too many subscriptions on this proxy")
 	ErrTooManyChannels      = errors.New("pubsub: too many distinct channels and patterns on this proxy")
-	ErrNoPublisher          = errors.New("pubsub: no Publisher configured")
+	// Patterns are bounded apart from channels: every PUBLISH and every
+	// keyspace notification is matched against each pattern the hub
+	// holds, on the event loop (receivers.go).
+	ErrPatternTooLong         = errors.New("pubsub: pattern longer than MaxPatternLen")
+	ErrSubscriberPatternLimit = errors.New("pubsub: too many patterns on this connection")
+	ErrTooManyPatterns        = errors.New("pubsub: too many distinct patterns on this proxy")
+	ErrNoPublisher            = errors.New("pubsub: no Publisher configured")
 )
 
 // Hub carries messages between the masters and local subscribers.
@@ -74,7 +80,7 @@ type Hub struct {
 	mu        sync.Mutex
 	closed    bool
 	recs      map[recKey]*record
-	patterns  map[string]*record // the Pattern records, for PUBLISH's count
+	patterns  map[string]*record // the Pattern records, for PUBLISH's count; at most MaxPatterns
 	kspats    map[string]*record // those that may match keyspace channels
 	subs      map[Subscriber]*subState
 	total     int // (subscriber, subscription) pairs
@@ -92,6 +98,9 @@ type Hub struct {
 	// as a receiver (receivers.go). Cleared by the confirmation or by the
 	// connection's end; at most maxLeaving names.
 	leaving map[recKey]uint16
+	// leavingPats: the compiled patterns among leaving's keys, matched by
+	// every PUBLISH as the held ones are; at most MaxPatterns.
+	leavingPats map[string]*glob
 }
 
 type recKey struct {
@@ -109,11 +118,13 @@ type record struct {
 	fifo      map[uint64][]*entry
 	waiters   map[*confirmWaiter]struct{} // AwaitConfirmed (confirm.go)
 	holdq     []*entry                    // messages held for their copies, first seen first (hold.go)
+	glob      *glob                       // kind Pattern: the compiled pattern
 }
 
 type subState struct {
-	recs  map[recKey]struct{}
-	shard int // how many of recs are shard channels
+	recs     map[recKey]struct{}
+	shard    int // how many of recs are shard channels
+	patterns int // and how many are patterns
 }
 
 // New starts a hub: one subscriber connection per master, made in the
@@ -124,14 +135,16 @@ func New(cfg Config) (*Hub, error) {
 	}
 	flags, _ := ParseKeyspaceEvents(cfg.KeyspaceEvents)
 	h := &Hub{
-		cfg:       cfg,
-		recs:      map[recKey]*record{},
-		leaving:   map[recKey]uint16{},
-		patterns:  map[string]*record{},
-		kspats:    map[string]*record{},
-		subs:      map[Subscriber]*subState{},
-		origins:   map[string]*origin{},
-		listeners: map[*listener]struct{}{},
+		cfg:     cfg,
+		recs:    map[recKey]*record{},
+		leaving: map[recKey]uint16{},
+
+		leavingPats: map[string]*glob{},
+		patterns:    map[string]*record{},
+		kspats:      map[string]*record{},
+		subs:        map[Subscriber]*subState{},
+		origins:     map[string]*origin{},
+		listeners:   map[*listener]struct{}{},
 
 		interestNow: make(chan struct{}, 1),
 	}
@@ -186,6 +199,9 @@ func (h *Hub) Subscribe(s Subscriber, kind Kind, name string) (count int, err er
 	if kind == Channel && name == h.cfg.EventsChannel {
 		return 0, ErrReserved
 	}
+	if kind == Pattern && len(name) > MaxPatternLen {
+		return 0, ErrPatternTooLong
+	}
 	st := h.subs[s]
 	k := recKey{kind, name}
 	if st != nil {
@@ -194,6 +210,9 @@ func (h *Hub) Subscribe(s Subscriber, kind Kind, name string) (count int, err er
 		}
 		if len(st.recs) >= h.cfg.MaxPerSubscriber {
 			return 0, ErrSubscriberLimit
+		}
+		if kind == Pattern && st.patterns >= h.cfg.MaxPatternsPerSubscriber {
+			return 0, ErrSubscriberPatternLimit
 		}
 	}
 	if h.total >= h.cfg.MaxSubscriptions {
@@ -204,10 +223,17 @@ func (h *Hub) Subscribe(s Subscriber, kind Kind, name string) (count int, err er
 		if h.channels >= h.cfg.MaxChannels {
 			return 0, ErrTooManyChannels
 		}
+		if kind == Pattern && len(h.patterns) >= h.cfg.MaxPatterns {
+			return 0, ErrTooManyPatterns
+		}
 		r = &record{key: k, subs: map[Subscriber]struct{}{}, local: localOnly(kind, name)}
 		h.recs[k] = r
 		h.channels++
 		if kind == Pattern {
+			r.glob = h.leavingPats[name] // compiled already, if it is leaving
+			if r.glob == nil {
+				r.glob = compileGlob(name)
+			}
 			h.patterns[name] = r
 			if mayMatchKeyspace(name) {
 				h.kspats[name] = r
@@ -224,8 +250,11 @@ func (h *Hub) Subscribe(s Subscriber, kind Kind, name string) (count int, err er
 		h.subs[s] = st
 	}
 	st.recs[k] = struct{}{}
-	if kind == Shard {
+	switch kind {
+	case Shard:
 		st.shard++
+	case Pattern:
+		st.patterns++
 	}
 	r.subs[s] = struct{}{}
 	h.total++
@@ -280,8 +309,11 @@ func (h *Hub) unsubscribe(s Subscriber, st *subState, k recKey) {
 		return
 	}
 	delete(st.recs, k)
-	if k.kind == Shard {
+	switch k.kind {
+	case Shard:
 		st.shard--
+	case Pattern:
+		st.patterns--
 	}
 	if len(st.recs) == 0 {
 		delete(h.subs, s)
@@ -306,6 +338,14 @@ func (h *Hub) unsubscribe(s Subscriber, st *subState, k recKey) {
 			m.send(unsubCmd[k.kind], k.name)
 			if m.conn != nil {
 				up |= 1 << i
+			}
+		}
+		if up != 0 && k.kind == Pattern && h.leavingPats[k.name] == nil {
+			if len(h.leavingPats) >= h.cfg.MaxPatterns {
+				return // forgotten, as past maxLeaving: PUBLISH's work stays bounded
+			}
+			if len(h.leaving) < maxLeaving {
+				h.leavingPats[k.name] = r.glob
 			}
 		}
 		if up != 0 && (len(h.leaving) < maxLeaving || h.leaving[k] != 0) {

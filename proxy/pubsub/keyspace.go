@@ -286,7 +286,7 @@ func (h *Hub) fanoutLocal(channel string, payload []byte) {
 		h.fanout(r, Message{Kind: Channel, Channel: channel, Payload: payload})
 	}
 	for p, r := range h.kspats {
-		if Match(p, channel) {
+		if r.glob.match(channel) {
 			h.fanout(r, Message{Kind: Pattern, Pattern: p, Channel: channel, Payload: payload})
 		}
 	}

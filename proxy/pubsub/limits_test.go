@@ -197,3 +197,103 @@ func TestPerSubscriberLimitNotAboveTotal(t *testing.T) {
 		t.Fatalf("New with MaxPerSubscriber > MaxChannels: %v", err)
 	}
 }
+
+// TestPatternLimits: a pattern over MaxPatternLen, a subscriber's pattern
+// past MaxPatternsPerSubscriber and a new pattern past MaxPatterns are
+// refused with their own errors (the defaults: 256 bytes, 100, 1,000);
+// channels are not patterns.
+func TestPatternLimits(t *testing.T) {
+	masters := redisproc.ForTest(t, 1)
+	h := startHub(t, testConfig(t, masters)) // default limits
+	s := &recorder{}
+	if _, err := h.Subscribe(s, Pattern, strings.Repeat("*a", MaxPatternLen/2)+"b"); !errors.Is(err, ErrPatternTooLong) {
+		t.Fatalf("pattern of %d bytes: %v, want ErrPatternTooLong", MaxPatternLen+1, err)
+	}
+	if _, err := h.Subscribe(s, Channel, strings.Repeat("c", MaxPatternLen+1)); err != nil {
+		t.Fatalf("a channel is not a pattern: %v", err)
+	}
+	subs := make([]*recorder, 11)
+	for i := range subs {
+		subs[i] = &recorder{}
+		for j := range 100 {
+			p := fmt.Sprintf("%s%d:%d*", strings.Repeat("*a", 120), i, j)
+			if _, err := h.Subscribe(subs[i], Pattern, p); i < 10 && err != nil {
+				t.Fatalf("subscriber %d, pattern %d: %v", i, j, err)
+			} else if i == 10 && !errors.Is(err, ErrTooManyPatterns) {
+				t.Fatalf("pattern 1,%03d on the hub: %v, want ErrTooManyPatterns", j, err)
+			}
+		}
+	}
+	if _, err := h.Subscribe(subs[0], Pattern, "one-more*"); !errors.Is(err, ErrSubscriberPatternLimit) {
+		t.Fatalf("a subscriber's 101st pattern: %v, want ErrSubscriberPatternLimit", err)
+	}
+	if _, err := h.Subscribe(subs[0], Channel, "lock:x"); err != nil {
+		t.Fatalf("a channel past the subscriber's pattern limit: %v", err)
+	}
+	if _, err := h.Subscribe(subs[10], Pattern, strings.Repeat("*a", 120)+"0:0*"); err != nil {
+		t.Fatalf("a pattern the hub holds is not a new one: %v", err)
+	}
+	h.Remove(subs[3])
+	if _, err := h.Subscribe(subs[10], Pattern, "now-there-is-room*"); err != nil {
+		t.Fatalf("a new pattern once another subscriber left: %v", err)
+	}
+}
+
+// TestPublishMatchingBounded: PUBLISH's receiver count matches the channel
+// against every pattern the hub holds and every dropped one a master has
+// not confirmed, on the event loop. The most the limits allow, 1,000 of
+// each, 256 bytes built to make Redis's matcher retry a long run at every
+// byte (Match: about 1.5ms each on a 4 KiB channel, 3s in all), answer in a
+// few tens of ms. The master is paused so that no UNSUBSCRIBE is
+// confirmed; dropped patterns past MaxPatterns are forgotten.
+func TestPublishMatchingBounded(t *testing.T) {
+	masters := redisproc.ForTest(t, 1)
+	cfg := testConfig(t, masters)
+	cfg.ReadTimeout = time.Minute // the paused master's connection stays up
+	h := startHub(t, cfg)
+	ready(t, h)
+	if err := masters[0].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { masters[0].Resume() })
+	flood := func(round int) []*recorder {
+		subs := make([]*recorder, 10)
+		for i := range subs {
+			subs[i] = &recorder{}
+			for j := range 100 {
+				p := fmt.Sprintf("*%s[b%d]*", strings.Repeat("a", 240), round*1000+i*100+j)
+				if len(p) > MaxPatternLen {
+					t.Fatalf("pattern of %d bytes", len(p))
+				}
+				if _, err := h.Subscribe(subs[i], Pattern, p); err != nil {
+					t.Fatalf("round %d, subscriber %d, pattern %d: %v", round, i, j, err)
+				}
+			}
+		}
+		return subs
+	}
+	for round := range 3 {
+		for _, s := range flood(round) {
+			h.Remove(s)
+		}
+	}
+	flood(3)
+	h.mu.Lock()
+	held, leaving := len(h.patterns), len(h.leavingPats)
+	h.mu.Unlock()
+	if held != 1000 || leaving != 1000 {
+		t.Fatalf("%d patterns held and %d leaving, want 1,000 and at most 1,000", held, leaving)
+	}
+	channel := strings.Repeat("a", 4096)
+	start := time.Now()
+	if n := h.Receivers(Channel, channel, []int64{-1}); n != 0 {
+		t.Fatalf("receivers %d, want 0", n)
+	}
+	d := time.Since(start)
+	t.Logf("PUBLISH's count against %d held and %d leaving patterns: %v", held, leaving, d)
+	// About 30ms here (3 s through Match); -race makes it 5 to 10 times
+	// slower.
+	if bound := 100 * time.Millisecond * raceSlowdown; d > bound {
+		t.Fatalf("PUBLISH's count against %d held and %d leaving patterns took %v", held, leaving, d)
+	}
+}

@@ -320,6 +320,9 @@ func (h *Hub) leftOn(i int, k recKey) {
 	if b, ok := h.leaving[k]; ok {
 		if b &^= 1 << i; b == 0 {
 			delete(h.leaving, k)
+			if k.kind == Pattern {
+				delete(h.leavingPats, k.name)
+			}
 		} else {
 			h.leaving[k] = b
 		}

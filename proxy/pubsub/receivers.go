@@ -59,14 +59,17 @@ func (h *Hub) Receivers(kind Kind, channel string, replies []int64) int64 {
 	}
 	leaving(k)
 	if kind == Channel {
-		for p, r := range h.patterns {
-			if Match(p, channel) {
+		// Bounded work on the event loop: at most MaxPatterns held and
+		// MaxPatterns leaving patterns, each matched in time linear in
+		// the channel (at most 4 KiB from a client) by its compiled form.
+		for _, r := range h.patterns {
+			if r.glob.match(channel) {
 				add(r)
 			}
 		}
-		for lk := range h.leaving {
-			if lk.kind == Pattern && Match(lk.name, channel) {
-				leaving(lk)
+		for p, g := range h.leavingPats {
+			if g.match(channel) {
+				leaving(recKey{Pattern, p})
 			}
 		}
 	}

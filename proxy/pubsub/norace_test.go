@@ -1,0 +1,6 @@
+//go:build !race
+
+package pubsub
+
+// raceSlowdown scales the time bounds of tests (race_test.go).
+const raceSlowdown = 1
