@@ -264,6 +264,15 @@ func (h *Hub) fireExpiries() {
 	ks.arm(h)
 }
 
+// MaxNotifyChannel bounds the keyspace channels notified: the keyspace
+// channel of a longer key ("__keyspace@0__:" and a key over 4081 bytes) is
+// not notified (its keyevent one is). No client can SUBSCRIBE to it
+// (channel names are at most 4096 bytes), and matching every pattern
+// against a key of up to proto_max_bulk_len (1 MiB) would hold the event
+// loop for seconds with MaxPatterns patterns; so the work per
+// notification is bounded as PUBLISH's is (receivers.go).
+const MaxNotifyChannel = 4096
+
 // notify delivers one keyspace notification to local subscribers, if the
 // flags ask for its class. h.mu is held.
 func (h *Hub) notify(class NotifyFlags, event, key string) {
@@ -271,7 +280,7 @@ func (h *Hub) notify(class NotifyFlags, event, key string) {
 	if f&class == 0 {
 		return
 	}
-	if f&NotifyKeyspace != 0 {
+	if f&NotifyKeyspace != 0 && len("__keyspace@0__:")+len(key) <= MaxNotifyChannel {
 		h.fanoutLocal("__keyspace@0__:"+key, []byte(event))
 	}
 	if f&NotifyKeyevent != 0 {

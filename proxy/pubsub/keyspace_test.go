@@ -3,6 +3,7 @@ package pubsub
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,5 +179,34 @@ func TestKeyspaceSubscriptionClasses(t *testing.T) {
 		if c.kind == Pattern && mayMatchKeyspace(c.name) != c.mayMatch {
 			t.Errorf("mayMatchKeyspace(%q) = %v", c.name, !c.mayMatch)
 		}
+	}
+}
+
+// TestKeyspaceChannelBounded: the keyspace channel of a key too long for
+// any client to SUBSCRIBE to is not notified, so that a 1 MiB lock key is
+// not matched against every pattern; its keyevent notification, whose
+// channel is short, is.
+func TestKeyspaceChannelBounded(t *testing.T) {
+	masters := redisproc.ForTest(t, 1)
+	cfg := testConfig(t, masters)
+	cfg.KeyspaceEvents = "KEA"
+	h := startHub(t, cfg)
+	space, event := &recorder{}, &recorder{}
+	for s, p := range map[*recorder]string{space: "__keyspace@0__:*", event: "__keyevent@0__:*"} {
+		if _, err := h.Subscribe(s, Pattern, p); err != nil { // served here: no master confirms
+			t.Fatal(err)
+		}
+	}
+	fits := strings.Repeat("k", MaxNotifyChannel-len("__keyspace@0__:"))
+	h.mu.Lock()
+	h.notify(NotifyGeneric, "del", fits)
+	h.notify(NotifyGeneric, "del", fits+"k")
+	h.notify(NotifyGeneric, "del", strings.Repeat("k", 1<<20))
+	h.mu.Unlock()
+	if n := space.len(); n != 1 {
+		t.Errorf("keyspace notifications: %d, want 1 (the key whose channel fits)", n)
+	}
+	if n := event.len(); n != 3 {
+		t.Errorf("keyevent notifications: %d, want 3", n)
 	}
 }
