@@ -7,10 +7,12 @@ package pubsub
 // ranges "a-z" (reversed ranges such as "z-a" accepted) and "\]" for a
 // literal; a backslash makes the next byte literal.
 //
-// Masters match the patterns of the messages they send; Match serves the
-// messages the hub makes itself (keyspace notifications) and PUBLISH's
-// receiver count, which must agree with what the masters do. So Redis's
-// quirks are kept: an unterminated "[" set ends at the pattern's end ("["
+// Masters match the patterns of the messages they send; the hub matches
+// the messages it makes itself (keyspace notifications) and PUBLISH's
+// receiver count, which must agree with what the masters do. It does so
+// with patterns compiled once (glob, below), which give Match's results in
+// linear time; Match is their reference, as Redis's own algorithm. So
+// Redis's quirks are kept: an unterminated "[" set ends at the pattern's end ("["
 // alone matches nothing, "[^" any one byte), a trailing backslash is a
 // literal one, and a range compares bytes as C's signed char does on the
 // x86-64 builds of Redis ("[a-\xff]" is the range -1..97). glob_test.go
