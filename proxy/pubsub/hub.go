@@ -135,10 +135,9 @@ func New(cfg Config) (*Hub, error) {
 	}
 	flags, _ := ParseKeyspaceEvents(cfg.KeyspaceEvents)
 	h := &Hub{
-		cfg:     cfg,
-		recs:    map[recKey]*record{},
-		leaving: map[recKey]uint16{},
-
+		cfg:         cfg,
+		recs:        map[recKey]*record{},
+		leaving:     map[recKey]uint16{},
 		leavingPats: map[string]*glob{},
 		patterns:    map[string]*record{},
 		kspats:      map[string]*record{},
