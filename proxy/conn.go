@@ -196,6 +196,7 @@ func (lc *clientConn) pipeline(data []byte) {
 	lc.entered = true
 	c.slots = c.slots[:0]
 	c.localBuf = c.localBuf[:0]
+	c.endAllAwaits() // the last pipeline's, all ended: it was decided
 	for len(data) > 0 && !c.quit {
 		var err error
 		start := data

@@ -5,6 +5,7 @@ package proxy_test
 // lockproxy must do as well.
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -397,5 +398,58 @@ func TestKeyspaceFromAnotherProxy(t *testing.T) {
 			t.Fatalf("after %q: %q, want %q", got, f, w)
 		}
 		got = append(got, want)
+	}
+}
+
+// TestSubscribeThenLeaveInOnePipeline: SUBSCRIBE followed in the same
+// write by UNSUBSCRIBE of the name, PUNSUBSCRIBE of all patterns or RESET
+// is answered at once, with Redis's replies in order. The subscription's
+// wait for the masters' confirmation used to run out its full second
+// (subscribeWait): the hub forgets a name nobody subscribes to, so the
+// confirmation never came.
+func TestSubscribeThenLeaveInOnePipeline(t *testing.T) {
+	a := startHubFront(t, redisproc.ForTest(t, 3), "")
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want []string
+	}{
+		{"UNSUBSCRIBE", resp.AppendCommandString(resp.AppendCommandString(resp.AppendCommandString(nil,
+			"SUBSCRIBE", "ch-a", "ch-b"), "UNSUBSCRIBE", "ch-a"), "UNSUBSCRIBE"),
+			[]string{pushFrame(false, "subscribe", "ch-a", ":1"), pushFrame(false, "subscribe", "ch-b", ":2"),
+				pushFrame(false, "unsubscribe", "ch-a", ":1"), pushFrame(false, "unsubscribe", "ch-b", ":0")}},
+		{"PUNSUBSCRIBE", resp.AppendCommandString(resp.AppendCommandString(nil, "PSUBSCRIBE", "p-*"), "PUNSUBSCRIBE"),
+			[]string{pushFrame(false, "psubscribe", "p-*", ":1"), pushFrame(false, "punsubscribe", "p-*", ":0")}},
+		{"RESET", resp.AppendCommandString(resp.AppendCommandString(nil, "SUBSCRIBE", "ch-r"), "RESET"),
+			[]string{pushFrame(false, "subscribe", "ch-r", ":1"), "+RESET\r\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := a.respConn()
+			start := time.Now()
+			if _, err := rc.conn.Write(resp.AppendCommandString(tc.in, "PING")); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range append(tc.want, "+PONG\r\n") {
+				if f := rc.mustFrame(5 * time.Second); f != want {
+					t.Fatalf("reply %d: got %q, want %q", i, f, want)
+				}
+			}
+			if took := time.Since(start); took > 300*time.Millisecond {
+				t.Fatalf("the pipeline took %v: it waited for a confirmation of a subscription it dropped", took)
+			}
+			// The same bytes to one of the masters: Redis's own replies.
+			conn, err := net.Dial("tcp", a.masters[0].Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			direct := &respConn{t: t, conn: conn, r: bufio.NewReader(conn)}
+			direct.conn.Write(resp.AppendCommandString(tc.in, "PING"))
+			for i, want := range append(tc.want, "+PONG\r\n") {
+				if f := direct.mustFrame(5 * time.Second); f != want {
+					t.Fatalf("Redis's reply %d: %q, the test wants %q", i, f, want)
+				}
+			}
+		})
 	}
 }

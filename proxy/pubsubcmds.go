@@ -107,6 +107,10 @@ func cmdSubscribe(s *Server, c *client, args [][]byte) {
 	}
 	for _, ch := range names {
 		count := hub.Unsubscribe(c.conn, k.kind, string(ch))
+		// A subscription made earlier in this pipeline is gone: its
+		// confirmation is no longer worth waiting for (nor would it come
+		// once the hub dropped the name).
+		c.endAwaits(k.kind, string(ch))
 		// After Unsubscribe no message of ch is delivered: those before
 		// it go out before its confirmation, as on one Redis.
 		c.pushesFirst()
@@ -129,6 +133,10 @@ const subscribeWait = time.Second
 // confirmation) until a quorum of masters confirmed the subscription, so
 // that a client told it is subscribed hears every release made after:
 // each release runs on a quorum, which includes a confirmed master.
+//
+// An UNSUBSCRIBE of the name or a RESET later in the same pipeline ends the
+// wait (endAwaits): the hub forgets a name nobody subscribes to, so its
+// confirmation would never come, and the client no longer needs it.
 func (s *Server) awaitConfirmed(c *client, kind pubsub.Kind, name string) {
 	var fired atomic.Bool
 	w := c.w
@@ -139,9 +147,46 @@ func (s *Server) awaitConfirmed(c *client, kind pubsub.Kind, name string) {
 	}
 	w.Hold()
 	cancel := s.cfg.Hub.AwaitConfirmed(kind, name, s.cfg.Engine.Q(), done)
-	if !fired.Load() {
-		time.AfterFunc(subscribeWait, func() { cancel(); done() })
+	if fired.Load() {
+		return
 	}
+	t := time.AfterFunc(subscribeWait, func() { cancel(); done() })
+	end := func() {
+		t.Stop()
+		cancel()
+		done()
+	}
+	c.awaits = append(c.awaits, confirmWait{kind: kind, name: name, end: end})
+}
+
+// confirmWait is a subscription of the running pipeline whose
+// confirmation the pipeline waits for (awaitConfirmed).
+type confirmWait struct {
+	kind pubsub.Kind
+	name string
+	end  func() // stops waiting; a no-op once the wait ended
+}
+
+// endAwaits ends the pipeline's waits for the subscription (kind, name).
+func (c *client) endAwaits(kind pubsub.Kind, name string) {
+	for i := range c.awaits {
+		if a := &c.awaits[i]; a.end != nil && a.kind == kind && a.name == name {
+			a.end()
+			a.end = nil
+		}
+	}
+}
+
+// endAllAwaits ends every wait of the pipeline (RESET, a closed
+// connection).
+func (c *client) endAllAwaits() {
+	for i := range c.awaits {
+		if a := &c.awaits[i]; a.end != nil {
+			a.end()
+		}
+		c.awaits[i] = confirmWait{}
+	}
+	c.awaits = c.awaits[:0]
 }
 
 // keyspaceChannel is the prefix of a lock key's keyspace channel.
@@ -258,6 +303,7 @@ func (s *Server) renderPublished(out []byte, sl *slot) []byte {
 func cmdReset(s *Server, c *client, args [][]byte) {
 	if c.subs > 0 && s.cfg.Hub != nil && c.conn != nil {
 		s.cfg.Hub.Remove(c.conn) // then nothing more is delivered
+		c.endAllAwaits()
 		c.pushesFirst()
 		c.chanSubs, c.shardSubs, c.subs = 0, 0, 0
 	}

@@ -184,6 +184,7 @@ func (lc *clientConn) pushOverflow(limit string) {
 // leaveHub drops the connection's subscriptions when it closes. Called on
 // the loop, with no lock that Deliver takes.
 func (lc *clientConn) leaveHub() {
+	lc.c.endAllAwaits() // nobody reads the confirmations: the pipeline ends
 	if lc.c.subs == 0 || lc.f.s.cfg.Hub == nil {
 		return
 	}

@@ -219,6 +219,9 @@ type client struct {
 	// patterns, shard channels, and their sum (RESP2 subscribed mode
 	// while > 0).
 	chanSubs, shardSubs, subs int
+	// awaits are the running pipeline's subscriptions waiting for the
+	// masters' confirmation (awaitConfirmed). Loop only.
+	awaits []confirmWait
 }
 
 // admit counts a new connection in, or returns the error it gets (max
