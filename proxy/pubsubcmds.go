@@ -201,13 +201,20 @@ func (s *Server) learnExpiry(c *client, ch []byte) {
 	if !ok || len(key) == 0 || !s.cfg.Hub.KeyspaceOn() || c.conn == nil {
 		return
 	}
-	hub, loop, held := s.cfg.Hub, c.conn.f.loop, c.w
+	hub, loop, held, drift := s.cfg.Hub, c.conn.f.loop, c.w, s.drift
 	var r *quorum.Request
 	held.Hold() // the client's pipeline waits for the read: no flood of them
+	start := evloop.Now()
 	w := quorum.NewWaiterFunc(func() {
 		loop.Post(func() {
-			if rep, err := r.Result(); err == nil && rep.Type == resp.Integer && rep.Int > 0 {
-				hub.ScheduleExpiryIfNone(string(key), time.Duration(rep.Int)*time.Millisecond)
+			if rep, err := r.Result(); err == nil && rep.Type == resp.Integer && rep.Int >= 0 {
+				// PTTL is the holder's figure: aged since the read was
+				// sent, less the drift. The notification must come once
+				// the lock is surely gone: add both back, and the drift
+				// once more, as a grant's comes TTL + drift after it.
+				left := time.Duration(rep.Int) * time.Millisecond
+				left += time.Duration(evloop.Now()-start) + 2*quorum.Drift(left, drift)
+				hub.ScheduleExpiryIfNone(string(key), left)
 			}
 			r.Release()
 			held.Unhold()
