@@ -62,7 +62,7 @@ func (res *Results) proxyCPUChecks() []Check {
 			c.Value += fmt.Sprintf("; lockproxy %s, twemproxy %s µs", medianAndRounds(res.redisBenchRuns(Lockproxy, p)),
 				medianAndRounds(res.redisBenchRuns(Twemproxy, p)))
 			if f, ok := res.fanOut(p); ok {
-				c.Value += fmt.Sprintf("; lockproxy on 1 master %.2f µs, %.2f× twemproxy's: the rest is the fan-out, %.2f µs per further master (1b)",
+				c.Value += fmt.Sprintf("; lockproxy on 1 master %.2f µs, %.2f× twemproxy's: the rest comes with the other masters, %.2f µs per further master (1b)",
 					f.one, f.oneRatio, f.perMaster)
 			}
 		}
@@ -124,8 +124,9 @@ func (res *Results) fanOutMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\n**Where the difference is.** lockproxy on one master does twemproxy's job with all of lockproxy's own work per "+
 		"request: parsing and checking the command, the key queue, the vote, the deadline, the record kept for a late undo, the event "+
-		"loop and the Go runtime. What lockproxy on %d masters costs beyond it is the fan-out: for each further master, the command "+
-		"copied into one more batch and written, one more reply read and parsed, and one more vote counted. Medians over the rounds, "+
+		"loop and the Go runtime. What lockproxy on %d masters costs beyond it comes with the other masters: for each, the command "+
+		"copied into one more batch and written, one more reply read and parsed, and one more vote counted, and on a machine the "+
+		"masters share, their load. Medians over the rounds, each figure on its own (user and kernel need not add up), "+
 		"µs per request:\n\n| -P | twemproxy → 1 master | lockproxy → 1 master | lockproxy1 / twemproxy (median of rounds) | "+
 		"lockproxy → %d masters | each further master | what each further master could cost for lockproxy → %d to match twemproxy |\n"+
 		"|--:|--:|--:|--:|--:|--:|--:|\n%s\n", n, n, n, strings.Join(rows, "\n"))

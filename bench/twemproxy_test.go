@@ -105,7 +105,7 @@ func TestFanOutSplit(t *testing.T) {
 		t.Error("a split at -P 1, which was not measured")
 	}
 	cs := res.proxyCPUChecks()
-	if !strings.Contains(cs[1].Value, "lockproxy on 1 master 1.60 µs, 0.80× twemproxy's: the rest is the fan-out, 0.40 µs per further master") {
+	if !strings.Contains(cs[1].Value, "lockproxy on 1 master 1.60 µs, 0.80× twemproxy's: the rest comes with the other masters, 0.40 µs per further master") {
 		t.Errorf("-P 16 check: %q", cs[1].Value)
 	}
 	var b strings.Builder
