@@ -252,6 +252,12 @@ func uniformHolders(s probeState) bool {
 // checks it does to the lock what it did with the probe values, or declines:
 // a no, or an error, that writes no lock key is safe whatever the value.
 func (a *analysis) sameWith(sem *Semantics, f *finding, j judged, s probeState, with string, replay bool) error {
+	return a.sameWithAs(sem, f, f, j, s, with, replay)
+}
+
+// sameWithAs is sameWith where the rerun's lock is fGot: the same lock as
+// f with another token value (roles.go).
+func (a *analysis) sameWithAs(sem *Semantics, f, fGot *finding, j judged, s probeState, with string, replay bool) error {
 	o, err := a.probeOnce(s)
 	if errors.Is(err, errRestart{}) {
 		return &Refusal{Class: ClassBehaviour, Probe: j.o.name, Reason: with + " the script reads other arguments"}
@@ -259,7 +265,7 @@ func (a *analysis) sameWith(sem *Semantics, f *finding, j judged, s probeState, 
 	if err != nil {
 		return err
 	}
-	want, got := a.effects(f, j.o), a.effects(f, o)
+	want, got := a.effects(f, j.o), a.effects(fGot, o)
 	yes := o.o.err == "" && sem.Yes.Match(&o.o.reply, a.nkeys)
 	if sem.SameReply && o.o.err == "" {
 		yes = j.yes // the reply tells nothing: the effects below decide

@@ -77,12 +77,12 @@ return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
 }
 
 // TestTTLArgumentLadderRefusesHiddenBranches: the TTL argument is probed at
-// about 1.8e12; a branch on the values clients send (a TTL shrunk or
-// clamped below a threshold) shows only when it is tried at realistic
-// values (roles.go). A free argument compared with a number above every
-// probe value, or with a constant past the first 32, likewise (found by a
-// review: each was accepted, and each takes a lock that lives otherwise
-// than lockproxy accounts).
+// about 1.8e12 and the token is 13 bytes long; a branch on the values
+// clients send (a TTL shrunk or clamped below a threshold, a UUID token)
+// shows only when they are tried (roles.go). A free argument compared with
+// a number above every probe value, or with a constant past the first 32,
+// likewise (found by a review: each was accepted, and each takes a lock
+// that lives otherwise than lockproxy accounts).
 func TestTTLArgumentLadderRefusesHiddenBranches(t *testing.T) {
 	pad := "local pad = {"
 	for i := 1; i <= 33; i++ {
@@ -100,6 +100,11 @@ return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ttl)`,
 		"free argument above every probe value": `if tonumber(ARGV[3]) ~= nil and tonumber(ARGV[3]) > 5000000000000 then return redis.call('set', KEYS[1], ARGV[1], 'NX') end
 return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
 		"a constant past the first 32": pad + `if ARGV[3] == 'zforever' then return redis.call('set', KEYS[1], ARGV[1], 'NX') end
+return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
+		// The probe token is 13 bytes; a UUID is 36.
+		"no expiry for a long token": `if string.len(ARGV[1]) > 30 then return redis.call('set', KEYS[1], ARGV[1], 'NX') end
+return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
+		"a short token not taken": `if string.len(ARGV[1]) < 8 then return redis.call('set', KEYS[1], 'x', 'NX', 'PX', ARGV[2]) end
 return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
 	} {
 		if sem, err := Analyze([]byte(body), Options{}); err == nil {
