@@ -111,7 +111,7 @@ func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts [
 				return err
 			}
 		}
-		for _, c := range argAlternatives(saved, p, keyNames(all)) {
+		for _, c := range argAlternatives(saved, p, a.nkeys, keyNames(all)) {
 			if err := try(c); err != nil {
 				return err
 			}
@@ -203,13 +203,16 @@ var (
 
 // argAlternatives are the values free argument p is tried with besides the
 // script's constants: every other argument's probe value (a script may
-// compare ARGV[3] with ARGV[1]), a long string and a huge number, each once. Values that
-// name a key are left out: two arguments naming one key would make the
-// analysis attribute what the script does to that key to the wrong one.
-func argAlternatives(vals []string, p int, keys map[string]bool) []string {
+// compare ARGV[3] with ARGV[1]), a long string and a huge number, each once.
+// A value that names a key is tried only for an ARGV argument, and only a
+// KEYS argument's value: the analysis attributes what the script does to a
+// key to the first argument holding its name, which is then still the
+// KEYS one (ARGV[3] == KEYS[1] is tried; two KEYS naming one key are not).
+func argAlternatives(vals []string, p, nkeys int, keys map[string]bool) []string {
 	out := make([]string, 0, len(vals))
 	for i, v := range append(append([]string(nil), vals...), longAlternative, hugeAlternative) {
-		if i != p && v != vals[p] && !keys[v] && !valueIn(v, out) {
+		keyOK := !keys[v] || (p >= nkeys && i < nkeys)
+		if i != p && v != vals[p] && keyOK && !valueIn(v, out) {
 			out = append(out, v)
 		}
 	}

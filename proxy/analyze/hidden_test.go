@@ -101,6 +101,8 @@ return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ttl)`,
 return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
 		"a constant past the first 32": pad + `if ARGV[3] == 'zforever' then return redis.call('set', KEYS[1], ARGV[1], 'NX') end
 return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
+		"a free argument equal to the lock key": `if ARGV[3] == KEYS[1] then return redis.call('set', KEYS[1], ARGV[1], 'NX') end
+return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
 		// The probe token is 13 bytes; a UUID is 36.
 		"no expiry for a long token": `if string.len(ARGV[1]) > 30 then return redis.call('set', KEYS[1], ARGV[1], 'NX') end
 return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
