@@ -16,6 +16,27 @@ import (
 // commands; a single longer command still gets in once the client is idle.
 const pauseAt = 64 << 10
 
+// outputPauseAt bounds the replies one connection has rendered and not yet
+// written: a pipeline stops parsing once its replies reach it, and the rest
+// of its commands, in their order, run as the next piece once those replies
+// are written (advance): a client that does not read holds at most this
+// much, and one that does is answered in pieces of about this size, none of
+// which keeps the loop from other clients for long. Input alone bounds
+// nothing here: 64 KiB of "CLIENT GETNAME" asks for 4,000 copies of a
+// client name of up to 1 MiB. Redis queues such replies without a bound
+// (client-output-buffer-limit normal 0 0 0); 1 MiB is far above what a
+// pipeline of lock commands returns (a thousand of them, 10-50 KiB).
+const outputPauseAt = 1 << 20
+
+// valueReplyCharge is what a command whose reply carries a stored value
+// (GET, a read script) counts against outputPauseAt before its reply is
+// known: such a reply may be as long as the value (up to
+// proto_max_bulk_len), and the engine holds every master's copy until the
+// request is decided. So at most 16 of them are in flight per connection
+// at a time, whatever their size: a pipeline of 16 GETs, as
+// redis-benchmark -P 16 sends, still goes out as one round.
+const valueReplyCharge = 64 << 10
+
 // clientConn is one client connection, whatever its transport
 // (transport.go): the one client pipeline. Every complete command read is
 // parsed and submitted before any is waited for, replies are written in
@@ -50,6 +71,12 @@ type clientConn struct {
 	rest        []byte
 	awaitScript bool
 	closed      bool
+	// more: the pipeline stopped at outputPauseAt; the rest runs at the
+	// Writable event that says its replies are written (a stream
+	// transport's writer done with them; a socket with room, which also
+	// lets the other connections' events run first).
+	more bool
+	cut  bool // the running pipeline stopped at outputPauseAt
 
 	// Pub/sub (pushes.go): what the hub delivered, not yet taken by the
 	// loop (push) and taken but not yet framed (pushed); since when the
@@ -86,6 +113,9 @@ func (lc *clientConn) OnEvent(ev uint32) {
 	}
 	if ev&evloop.Writable != 0 {
 		lc.flush()
+		if lc.outOff == len(lc.out) && !lc.t.inFlight() {
+			lc.more = false
+		}
 	}
 	if ev&evloop.Readable != 0 && !lc.closed && !lc.eof && !lc.read() {
 		return
@@ -137,6 +167,7 @@ func (lc *clientConn) Run() {
 	}
 	lc.finish()
 	lc.flush()
+	lc.pieceOut()
 	lc.advance()
 	lc.setEvents()
 }
@@ -144,7 +175,7 @@ func (lc *clientConn) Run() {
 // advance starts pipelines while the connection is free: nothing waiting
 // for masters, every reply written.
 func (lc *clientConn) advance() {
-	for !lc.closed && !lc.busy && lc.outOff == len(lc.out) {
+	for !lc.closed && !lc.busy && lc.outOff == len(lc.out) && !lc.more {
 		if lc.closeAfter {
 			lc.close()
 			return
@@ -152,7 +183,7 @@ func (lc *clientConn) advance() {
 		if lc.awaitScript {
 			return // resumeScript goes on
 		}
-		data := lc.rest
+		data, owned := lc.rest, lc.rest != nil
 		lc.rest = nil
 		if data == nil {
 			data = lc.g.Take()
@@ -168,16 +199,38 @@ func (lc *clientConn) advance() {
 			}
 			return
 		}
-		lc.pipeline(data)
+		lc.cut = lc.pipeline(data, owned)
 		if !lc.busy {
 			lc.flush()
+			lc.pieceOut()
 		}
 	}
 }
 
-// pipeline parses and submits every command in data.
-func (lc *clientConn) pipeline(data []byte) {
+// pieceOut, once a pipeline cut at outputPauseAt has its replies flushed,
+// makes the rest wait until they are written.
+func (lc *clientConn) pieceOut() {
+	if !lc.cut {
+		return
+	}
+	lc.cut = false
+	_, fd := lc.t.(*fdTransport)
+	// A Writable event is sure to come: a socket's (setEvents asks for
+	// it), or the writer's once done with them.
+	lc.more = fd || lc.t.inFlight()
+}
+
+// pipeline parses and submits the commands in data, up to outputPauseAt
+// of replies (cut: the rest is in lc.rest). owned: data is lc.rest's, not
+// the guard's buffer, which the next read overwrites.
+func (lc *clientConn) pipeline(data []byte, owned bool) (cut bool) {
 	s, c := lc.f.s, lc.c
+	keep := func(b []byte) []byte {
+		if owned {
+			return b
+		}
+		return append([]byte(nil), b...)
+	}
 	if !s.enter() {
 		// Shutting down: nothing more reaches a master. One error per
 		// command, so that a pipelining client sees every reply.
@@ -191,11 +244,12 @@ func (lc *clientConn) pipeline(data []byte) {
 			}
 		}
 		lc.closeAfter = true
-		return
+		return false
 	}
 	lc.entered = true
 	c.slots = c.slots[:0]
 	c.localBuf = c.localBuf[:0]
+	c.charge = 0
 	c.endAllAwaits() // the last pipeline's, all ended: it was decided
 	for len(data) > 0 && !c.quit {
 		var err error
@@ -211,7 +265,7 @@ func (lc *clientConn) pipeline(data []byte) {
 			// A BLPOP after other commands: it runs once their replies
 			// are out, first in the next pipeline.
 			c.barrier = false
-			lc.rest = append([]byte(nil), start...)
+			lc.rest = keep(start)
 			break
 		}
 		if c.blocking {
@@ -219,7 +273,7 @@ func (lc *clientConn) pipeline(data []byte) {
 			// answered, as on Redis.
 			c.blocking = false
 			if len(data) > 0 {
-				lc.rest = append([]byte(nil), data...)
+				lc.rest = keep(data)
 			}
 			break
 		}
@@ -228,8 +282,13 @@ func (lc *clientConn) pipeline(data []byte) {
 			// the pipeline run once it is, in their order; the replies of
 			// the commands before it go out meanwhile.
 			c.deferred = false
-			lc.rest = append([]byte(nil), start...)
+			lc.rest = keep(start)
 			lc.awaitScript = true
+			break
+		}
+		if len(data) > 0 && len(c.localBuf)+c.charge >= outputPauseAt {
+			// The rest runs once these replies are written.
+			lc.rest, cut = keep(data), true
 			break
 		}
 	}
@@ -237,9 +296,10 @@ func (lc *clientConn) pipeline(data []byte) {
 	if c.w.Pending() > 0 {
 		lc.busy = true
 		lc.f.waiting[lc] = struct{}{}
-		return
+		return cut
 	}
 	lc.finish()
+	return cut
 }
 
 // resumeScript goes on with a pipeline that waited for a script to be
@@ -345,7 +405,7 @@ func (lc *clientConn) setEvents() {
 	if !lc.eof && !lc.g.Stopped() && !(ahead && lc.g.Unread() >= pauseAt) {
 		want |= evloop.Readable
 	}
-	if lc.outOff < len(lc.out) {
+	if lc.outOff < len(lc.out) || lc.more {
 		want |= evloop.Writable
 	}
 	if err := lc.t.want(want); err != nil {

@@ -112,6 +112,7 @@ func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Durati
 
 func cmdGet(s *Server, c *client, args [][]byte) {
 	s.submit(c, s.cfg.Engine.Get(args[1], evloop.Now()), renderReply)
+	c.charge += valueReplyCharge
 }
 
 func cmdPTTL(s *Server, c *client, args [][]byte) {

@@ -61,6 +61,9 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 		return
 	}
 	s.submit(c, s.cfg.Engine.Script(sc.Op(), keys, argv, ttl, t0), renderReply)
+	if sc.Kind == quorum.Read {
+		c.charge += valueReplyCharge // it may return the value
+	}
 	s.scriptEvent(c, sc, keys, argv, ttl)
 }
 

@@ -198,8 +198,11 @@ type client struct {
 	// localBuf holds replies answered by lockproxy itself, by slot; out,
 	// the pipeline's replies, in order.
 	localBuf, out []byte
-	quit          bool
-	greeted       bool // sent a complete command (HandshakeTimeout)
+	// charge is what the pipeline's requests whose replies carry a value
+	// count against outputPauseAt (valueReplyCharge each).
+	charge  int
+	quit    bool
+	greeted bool // sent a complete command (HandshakeTimeout)
 	// scriptsFlushed stamps this connection's last SCRIPT FLUSH (0: none):
 	// it sees only the scripts loaded after it (catalog.Table).
 	scriptsFlushed uint64

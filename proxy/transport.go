@@ -32,6 +32,10 @@ type transport interface {
 	write(p []byte) (int, error)
 	// want sets what the connection waits for: evloop.Readable, Writable.
 	want(events uint32) error
+	// inFlight reports whether bytes that write took are not written yet
+	// (a stream transport's writer holds them); a Writable event follows
+	// once they are.
+	inFlight() bool
 	// close closes the connection; last, when not nil, is written first
 	// if it can be without waiting (a final error).
 	close(last []byte)
@@ -51,6 +55,7 @@ func newFDTransport(loop *evloop.Loop, fd int) *fdTransport {
 
 func (t *fdTransport) reader() io.Reader           { return t.rd }
 func (t *fdTransport) write(p []byte) (int, error) { return evloop.Write(t.fd, p) }
+func (t *fdTransport) inFlight() bool              { return false } // in the kernel's buffer
 
 func (t *fdTransport) want(events uint32) error {
 	if events == t.events {
@@ -203,6 +208,8 @@ func (t *streamTransport) write(p []byte) (int, error) {
 	t.writeNext <- append([]byte(nil), p...) // cap 1, and the writer took the last
 	return len(p), nil
 }
+
+func (t *streamTransport) inFlight() bool { return t.writing }
 
 func (t *streamTransport) want(events uint32) error {
 	switch {
