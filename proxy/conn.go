@@ -287,8 +287,15 @@ func (lc *clientConn) pipeline(data []byte, owned bool) (cut bool) {
 			break
 		}
 		if len(data) > 0 && len(c.localBuf)+c.charge >= outputPauseAt {
-			// The rest runs once these replies are written.
-			lc.rest, cut = keep(data), true
+			// The rest runs once these replies are written; until then
+			// it is input read ahead (in the guard: budgeted, and
+			// reading pauses at pauseAt).
+			if owned {
+				lc.rest = data
+			} else {
+				lc.g.Untake(len(data))
+			}
+			cut = true
 			break
 		}
 	}
@@ -401,7 +408,7 @@ func (lc *clientConn) setEvents() {
 		return
 	}
 	var want uint32
-	ahead := lc.busy || lc.outOff < len(lc.out) || lc.awaitScript || lc.rest != nil
+	ahead := lc.busy || lc.outOff < len(lc.out) || lc.awaitScript || lc.rest != nil || lc.more
 	if !lc.eof && !lc.g.Stopped() && !(ahead && lc.g.Unread() >= pauseAt) {
 		want |= evloop.Readable
 	}

@@ -173,3 +173,27 @@ func TestGuardStopsReading(t *testing.T) {
 		t.Fatalf("the command before the error, then the error: broken %v, unread %d", g.Broken(), g.Unread())
 	}
 }
+
+// TestGuardUntake: bytes given back are handed out again, first, with what
+// arrived since, and count as unread meanwhile.
+func TestGuardUntake(t *testing.T) {
+	g := Guard{Limits: testLimits}
+	rd := &chunkReader{data: []byte("*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nECHO\r\n"), k: 100}
+	if _, err := g.Fill(rd); err != nil {
+		t.Fatal(err)
+	}
+	if b := g.Take(); string(b) != "*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nECHO\r\n" {
+		t.Fatalf("take: %q", b)
+	}
+	g.Untake(len("*1\r\n$4\r\nECHO\r\n"))
+	if g.Unread() != len("*1\r\n$4\r\nECHO\r\n") {
+		t.Fatalf("unread %d after untake", g.Unread())
+	}
+	rd.data = append(rd.data, "*1\r\n$4\r\nQUIT\r\n"...)
+	if _, err := g.Fill(rd); err != nil {
+		t.Fatal(err)
+	}
+	if b := g.Take(); string(b) != "*1\r\n$4\r\nECHO\r\n*1\r\n$4\r\nQUIT\r\n" {
+		t.Fatalf("take after untake: %q", b)
+	}
+}

@@ -29,6 +29,17 @@ func (g *Guard) Take() []byte {
 	return b
 }
 
+// Untake gives back the last n bytes that Take handed out: the caller
+// stopped before them (a pipeline cut at its output limit), and the next
+// Take hands them out again, first. They stay in the buffer, charged to
+// the Budget and counted by Unread. No Fill may come between the two.
+func (g *Guard) Untake(n int) {
+	if n < 0 || n > g.r {
+		panic("resp: Untake of more than Take handed out")
+	}
+	g.r -= n
+}
+
 // Broken is the protocol error that ends the stream once every command
 // before it was handed out, nil while there is none or some are left.
 func (g *Guard) Broken() error {
