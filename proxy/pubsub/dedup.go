@@ -70,9 +70,13 @@ func (d *dedup) hash(channel string, payload []byte) uint64 {
 // The copy belongs to the oldest remembered message of r with that hash
 // that master i still owes, because a master delivers in publish order. If
 // i owes none, the copy is a new message; it is remembered as owed by the
-// other masters on which r is confirmed, those that will send a copy of
-// their own.
-func (d *dedup) admit(r *record, i int, h uint64) (e *entry, isNew bool) {
+// other masters of owe: those on which r is confirmed, and those whose
+// confirmation may still be on its way (the master subscribed, and
+// publishes, before the hub has read its answer). A master that turns out
+// not to send a copy is like one the message was not published on: its
+// next copy of the same payload joins this entry, and that message is
+// still delivered by the others' copies.
+func (d *dedup) admit(r *record, i int, h uint64, owe uint16) (e *entry, isNew bool) {
 	now := d.now()
 	d.expire(now)
 	bit := uint16(1) << i
@@ -86,7 +90,7 @@ func (d *dedup) admit(r *record, i int, h uint64) (e *entry, isNew bool) {
 			return e, false
 		}
 	}
-	pending := r.confirmed &^ bit
+	pending := owe &^ bit
 	if pending == 0 {
 		return nil, true // nobody else will send a copy: nothing to remember
 	}

@@ -17,7 +17,7 @@ type copyOf struct {
 func run(d *dedup, r *record, copies []copyOf) []string {
 	var out []string
 	for _, c := range copies {
-		if _, isNew := d.admit(r, c.master, d.hash(r.key.name, []byte(c.payload))); isNew {
+		if _, isNew := d.admit(r, c.master, d.hash(r.key.name, []byte(c.payload)), r.confirmed); isNew {
 			out = append(out, c.payload)
 		}
 	}
@@ -120,5 +120,39 @@ func TestDedupDropRecord(t *testing.T) {
 	d.dropRecord(r1)
 	if d.n != 1 || d.head.rec != r2 || d.tail.rec != r2 {
 		t.Fatalf("after dropping a record: %d entries", d.n)
+	}
+}
+
+// TestDedupMasterConfirmedLate: a client is told it is subscribed once a
+// quorum of masters confirmed; the last master may already be subscribed,
+// and publish, before the hub has read its confirmation. Its copies must
+// join the messages the others' copies started, or the last one is
+// delivered twice (TestSubscribeRESP2 saw a 21st of 20 identical
+// messages). Each message is started by A, C confirmed only later.
+func TestDedupMasterConfirmedLate(t *testing.T) {
+	A, B, C := 0, 1, 2
+	d := newDedup(time.Minute, 100)
+	r := &record{key: recKey{Channel, "ch"}, confirmed: 0b011}
+	up := uint16(0b111) // C's connection is up: its confirmation is on its way
+	var delivered int
+	feed := func(master int) {
+		if _, isNew := d.admit(r, master, d.hash("ch", []byte("0")), r.confirmed|up); isNew {
+			delivered++
+		}
+	}
+	feed(A)
+	feed(B)
+	r.confirmed |= 1 << C // C's confirmation read, then its copy
+	feed(C)
+	for range 19 {
+		feed(A)
+		feed(B)
+		feed(C)
+	}
+	if delivered != 20 {
+		t.Fatalf("%d messages delivered for 20 published", delivered)
+	}
+	if d.n != 0 {
+		t.Fatalf("%d entries left owing copies", d.n)
 	}
 }

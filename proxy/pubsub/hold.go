@@ -27,12 +27,24 @@ type held struct {
 	ready    bool
 }
 
+// upMask is the masters whose subscriber connection is up: each may have
+// subscribed a record whose confirmation the hub has not read yet.
+func (h *Hub) upMask() uint16 {
+	var m uint16
+	for i, ms := range h.masters {
+		if ms.conn != nil {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
 // heldSize is what a held message keeps.
 func heldSize(m *Message) int64 { return int64(len(m.Pattern)+len(m.Channel)+len(m.Payload)) + 64 }
 
 // onCopy handles one copy of a message for record r from master i.
 func (h *Hub) onCopy(r *record, i int, m Message) {
-	e, isNew := h.dd.admit(r, i, h.dd.hash(m.Channel, m.Payload))
+	e, isNew := h.dd.admit(r, i, h.dd.hash(m.Channel, m.Payload), r.confirmed|h.upMask())
 	if !isNew {
 		if e != nil && e.hold != nil && !e.hold.ready {
 			if e.got++; e.got >= e.hold.need {
