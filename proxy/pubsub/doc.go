@@ -29,8 +29,10 @@
 //   - if m owes none, the copy is a new logical message: it is delivered
 //     once a quorum of the confirmed masters sent a copy, or HoldBack after
 //     this first one (hold.go says why), and remembered as owed by every
-//     other master on which the subscription is confirmed (those that will
-//     send a copy too);
+//     other master on which the subscription is confirmed or whose
+//     connection is up (its confirmation may still be on its way while it
+//     already publishes; one that sends no copy is like a master the
+//     message was not published on);
 //   - a message is forgotten when every owing master delivered, when a
 //     master that owes it loses its connection (what it sends after it is
 //     back was published after), after DedupWindow, or, oldest first, when
