@@ -245,48 +245,52 @@ func (a Arg) IsZero() bool { return a.Index == 0 }
 // argIn returns argument i (0-based, the command name being 0) of an
 // encoded command, which we encoded, so it is well formed.
 func argIn(cmd []byte, i int) []byte {
-	p := 0
-	skipLine := func() int {
-		start := p
-		for cmd[p] != '\r' {
-			p++
-		}
-		p += 2
-		return start
-	}
-	skipLine() // *n
+	c := cmdReader{cmd: cmd}
+	c.count()
 	for j := 0; ; j++ {
-		st := skipLine() // $len
-		l, _ := strconv.Atoi(string(cmd[st+1 : p-2]))
-		if j == i {
-			return cmd[p : p+l : p+l]
+		if a := c.arg(); j == i {
+			return a
 		}
-		p += l + 2
 	}
 }
 
 // splitCommand returns every argument of an encoded command (the command
 // name being 0), in one pass; each aliases cmd.
 func splitCommand(cmd []byte) [][]byte {
-	p := 0
-	line := func() int {
-		start := p
-		for cmd[p] != '\r' {
-			p++
-		}
-		p += 2
-		return start
-	}
-	st := line() // *n
-	n, _ := strconv.Atoi(string(cmd[st+1 : p-2]))
-	out := make([][]byte, n)
+	c := cmdReader{cmd: cmd}
+	out := make([][]byte, c.count())
 	for j := range out {
-		st := line() // $len
-		l, _ := strconv.Atoi(string(cmd[st+1 : p-2]))
-		out[j] = cmd[p : p+l : p+l]
-		p += l + 2
+		out[j] = c.arg()
 	}
 	return out
+}
+
+// cmdReader walks a command we encoded: *n, then $len and the bytes of
+// each argument.
+type cmdReader struct {
+	cmd []byte
+	p   int
+}
+
+// number reads a line's integer after its type byte.
+func (c *cmdReader) number() int {
+	start := c.p
+	for c.cmd[c.p] != '\r' {
+		c.p++
+	}
+	c.p += 2
+	n, _ := strconv.Atoi(string(c.cmd[start+1 : c.p-2]))
+	return n
+}
+
+func (c *cmdReader) count() int { return c.number() }
+
+// arg returns the next argument, aliasing cmd.
+func (c *cmdReader) arg() []byte {
+	l := c.number()
+	a := c.cmd[c.p : c.p+l : c.p+l]
+	c.p += l + 2
+	return a
 }
 
 // Broadcast sends a client's PUBLISH or SPUBLISH (cmd) of payload on

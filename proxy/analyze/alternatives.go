@@ -261,19 +261,32 @@ func (a *analysis) sameWith(sem *Semantics, f *finding, j judged, s probeState, 
 // sameWithAs is sameWith where the rerun's lock is fGot: the same lock as
 // f with another token value (roles.go).
 func (a *analysis) sameWithAs(sem *Semantics, f, fGot *finding, j judged, s probeState, with string, replay bool) error {
-	o, err := a.probeOnce(s)
+	o, _, err := a.rerun(sem, f, fGot, j, s, with, replay)
+	if err != nil || o == nil {
+		return err
+	}
+	return a.otherTTLs(sem, f, o)
+}
+
+// rerun runs state s with the current (alternative) values and compares
+// what it does to the lock (fGot) with what judged state j did (f): an
+// error when it answers or acts otherwise; declined when it answers no and
+// writes no lock key, or, with replay, answers yes and writes none (both
+// safe whatever the value). o is the run, nil when it failed.
+func (a *analysis) rerun(sem *Semantics, f, fGot *finding, j judged, s probeState, with string, replay bool) (o *obs, declined bool, err error) {
+	o, err = a.probeOnce(s)
 	if errors.Is(err, errRestart{}) {
-		return &Refusal{Class: ClassBehaviour, Probe: j.o.name, Reason: with + " the script reads other arguments"}
+		return nil, false, &Refusal{Class: ClassBehaviour, Probe: j.o.name, Reason: with + " the script reads other arguments"}
 	}
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	want, got := a.effects(f, j.o), a.effects(fGot, o)
 	yes := o.o.err == "" && sem.Yes.Match(&o.o.reply, a.nkeys)
 	if sem.SameReply && o.o.err == "" {
 		yes = j.yes // the reply tells nothing: the effects below decide
 	}
-	declined := !yes
+	declined = !yes
 	for _, e := range got {
 		declined = declined && e == effNone
 	}
@@ -282,17 +295,17 @@ func (a *analysis) sameWithAs(sem *Semantics, f, fGot *finding, j judged, s prob
 		replayed = replayed && e == effNone
 	}
 	if declined || replayed {
-		return a.otherTTLs(sem, f, o)
+		return o, true, nil
 	}
 	if yes != j.yes {
-		return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%s the script answers %s, where otherwise it answers %s", with, o.o.reply, j.o.o.reply)}
+		return o, false, &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%s the script answers %s, where otherwise it answers %s", with, o.o.reply, j.o.o.reply)}
 	}
 	for i := range got {
 		if got[i] != want[i] {
-			return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%s the script %s %s, where otherwise it %s", with, got[i], posName(f.keys[i], a.nkeys), want[i])}
+			return o, false, &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%s the script %s %s, where otherwise it %s", with, got[i], posName(f.keys[i], a.nkeys), want[i])}
 		}
 	}
-	return a.otherTTLs(sem, f, o)
+	return o, false, nil
 }
 
 // otherTTLs records the expiries a run with an alternative value set: the

@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -109,32 +108,9 @@ func (a *analysis) ttlValues() []int64 {
 // additive extend).
 func (a *analysis) sameTTL(sem *Semantics, f *finding, j judged, n int64) error {
 	with := fmt.Sprintf("with %s = %d", sem.TTL.Arg, n)
-	o, err := a.probeOnce(j.o.s)
-	if errors.Is(err, errRestart{}) {
-		return &Refusal{Class: ClassBehaviour, Probe: j.o.name, Reason: with + " the script reads other arguments"}
-	}
-	if err != nil {
+	o, declined, err := a.rerun(sem, f, f, j, j.o.s, with, false)
+	if err != nil || declined {
 		return err
-	}
-	want, got := a.effects(f, j.o), a.effects(f, o)
-	yes := o.o.err == "" && sem.Yes.Match(&o.o.reply, a.nkeys)
-	if sem.SameReply && o.o.err == "" {
-		yes = j.yes
-	}
-	declined := !yes
-	for _, e := range got {
-		declined = declined && e == effNone
-	}
-	if declined {
-		return nil
-	}
-	if yes != j.yes {
-		return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%s the script answers %s, where otherwise it answers %s", with, o.o.reply, j.o.o.reply)}
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%s the script %s %s, where otherwise it %s", with, got[i], posName(f.keys[i], a.nkeys), want[i])}
-		}
 	}
 	ms := n
 	if sem.TTL.Unit == Seconds {
