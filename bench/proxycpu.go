@@ -50,11 +50,7 @@ func (res *Results) redisBenchRuns(t Target, p int) []*RedisBenchResult {
 func (res *Results) proxyCPUChecks() []Check {
 	var cs []Check
 	for _, p := range benchPipelines {
-		is := func(t Target) func(RedisBenchResult) bool {
-			return func(r RedisBenchResult) bool { return r.Target == t && r.Pipeline == p && r.CPU.Proxy >= 0 }
-		}
-		ratios := roundRatios(res.RedisBench, func(r RedisBenchResult) int { return r.Round }, is(Lockproxy), is(Twemproxy),
-			func(r RedisBenchResult) float64 { return r.ProxyPerReq() })
+		ratios := res.proxyRatios(p, Lockproxy, Twemproxy)
 		what := fmt.Sprintf("redis-benchmark -c %d -P %d, proxy CPU µs/request: lockproxy (%d masters, quorum) / twemproxy (1 master)",
 			benchClients, p, res.Config.Masters)
 		c := roundsCheck(what, ratios, proxyCPUGoal, false)
@@ -97,11 +93,7 @@ func (res *Results) fanOut(p int) (fanOutCost, bool) {
 	un, _ := res.medianFig(Lockproxy, p, user)
 	s1, _ := res.medianFig(LockproxyOne, p, sys)
 	sn, _ := res.medianFig(Lockproxy, p, sys)
-	is := func(t Target) func(RedisBenchResult) bool {
-		return func(r RedisBenchResult) bool { return r.Target == t && r.Pipeline == p && r.CPU.Proxy >= 0 }
-	}
-	ratios := roundRatios(res.RedisBench, func(r RedisBenchResult) int { return r.Round }, is(LockproxyOne), is(Twemproxy),
-		func(r RedisBenchResult) float64 { return r.ProxyPerReq() })
+	ratios := res.proxyRatios(p, LockproxyOne, Twemproxy)
 	further := float64(n - 1)
 	return fanOutCost{twem: twem, one: one, all: all, oneRatio: median(ratios),
 		perMaster: (all - one) / further, pmUser: (un - u1) / further, pmSys: (sn - s1) / further,
@@ -130,6 +122,16 @@ func (res *Results) fanOutMarkdown(w io.Writer) {
 		"µs per request:\n\n| -P | twemproxy → 1 master | lockproxy → 1 master | lockproxy1 / twemproxy (median of rounds) | "+
 		"lockproxy → %d masters | each further master | what each further master could cost for lockproxy → %d to match twemproxy |\n"+
 		"|--:|--:|--:|--:|--:|--:|--:|\n%s\n", n, n, n, strings.Join(rows, "\n"))
+}
+
+// proxyRatios are, round by round at pipeline p, num's proxy CPU per
+// request over den's.
+func (res *Results) proxyRatios(p int, num, den Target) []float64 {
+	is := func(t Target) func(RedisBenchResult) bool {
+		return func(r RedisBenchResult) bool { return r.Target == t && r.Pipeline == p && r.CPU.Proxy >= 0 }
+	}
+	return roundRatios(res.RedisBench, func(r RedisBenchResult) int { return r.Round }, is(num), is(den),
+		func(r RedisBenchResult) float64 { return r.ProxyPerReq() })
 }
 
 // medianAndRounds formats the median proxy CPU per request of rs and every

@@ -25,12 +25,10 @@ type keysMaster struct {
 }
 
 func (m *keysMaster) step() bool {
-	ops := m.fp.sent()
-	if m.ran >= len(ops) {
+	op, ok := m.fp.next(&m.ran)
+	if !ok {
 		return false
 	}
-	op := ops[m.ran]
-	m.ran++
 	args := commandArgs(op.Cmd)
 	var rep resp.Reply
 	switch args[0] {

@@ -21,12 +21,10 @@ type modelMaster struct {
 
 // step runs the next submitted op, if any; it returns false when none.
 func (m *modelMaster) step(tok string) bool {
-	ops := m.fp.sent()
-	if m.ran >= len(ops) {
+	op, ok := m.fp.next(&m.ran)
+	if !ok {
 		return false
 	}
-	op := ops[m.ran]
-	m.ran++
 	if bytes.Contains(op.Cmd, []byte(undoScript.SHA1)) {
 		if m.val == tok {
 			m.val = ""
@@ -151,12 +149,10 @@ func commandArgs(cmd []byte) []string {
 // modelStep2 runs master m's next op against a store that understands
 // SET NX, a release ("REL", compare-and-delete, :1/:0) and the undo.
 func (m *modelMaster) step2() bool {
-	ops := m.fp.sent()
-	if m.ran >= len(ops) {
+	op, ok := m.fp.next(&m.ran)
+	if !ok {
 		return false
 	}
-	op := ops[m.ran]
-	m.ran++
 	args := commandArgs(op.Cmd)
 	switch {
 	case bytes.Contains(op.Cmd, []byte(undoScript.SHA1)):

@@ -24,12 +24,10 @@ type lockMaster struct {
 
 // step runs the next submitted op; false when none is left.
 func (m *lockMaster) step() bool {
-	ops := m.fp.sent()
-	if m.ran >= len(ops) {
+	op, ok := m.fp.next(&m.ran)
+	if !ok {
 		return false
 	}
-	op := ops[m.ran]
-	m.ran++
 	args := commandArgs(op.Cmd)
 	var rep resp.Reply
 	switch {
@@ -68,9 +66,7 @@ func (m *lockMaster) step() bool {
 // expireNext drops the next op as the pipeline does with one whose deadline
 // passed before it was written (the master never runs it).
 func (m *lockMaster) expireNext() {
-	ops := m.fp.sent()
-	op := ops[m.ran]
-	m.ran++
+	op, _ := m.fp.next(&m.ran)
 	op.C.Complete(m.i, resp.Reply{}, &batching.MasterError{Addr: "m", Err: batching.ErrExpired})
 }
 

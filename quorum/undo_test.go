@@ -37,6 +37,18 @@ func (p *fakePipe) sent() []batching.Op {
 	return append([]batching.Op(nil), p.ops...)
 }
 
+// next returns the op after the *ran already run, and counts it run; false
+// when none is left (the fake masters of the model tests step with it).
+func (p *fakePipe) next(ran *int) (batching.Op, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if *ran >= len(p.ops) {
+		return batching.Op{}, false
+	}
+	*ran++
+	return p.ops[*ran-1], true
+}
+
 // undos counts the undo commands among them.
 func (p *fakePipe) undos() int {
 	n := 0

@@ -87,6 +87,7 @@ func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts [
 		}
 	}
 	all := append(a.judgedObs(v), a.others(v)...)
+	keys := keyNames(all)
 	saved, cache := append([]string(nil), a.vals...), a.cache
 	defer func() { a.vals, a.cache = saved, cache }()
 	for _, p := range a.freeArgs(sem) {
@@ -111,7 +112,7 @@ func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts [
 				return err
 			}
 		}
-		for _, c := range argAlternatives(saved, p, a.nkeys, keyNames(all)) {
+		for _, c := range argAlternatives(saved, p, a.nkeys, keys) {
 			if err := try(c); err != nil {
 				return err
 			}
