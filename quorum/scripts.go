@@ -3,6 +3,7 @@ package quorum
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"slices"
 
 	"github.com/lockproxy/lockproxy/internal/resp"
 )
@@ -158,6 +159,17 @@ func InternalScripts() []Script {
 
 // AppendEvalSHA appends EVALSHA sha numkeys keys... args... to dst.
 func AppendEvalSHA(dst []byte, sha string, keys [][]byte, args [][]byte) []byte {
+	// One allocation, not one per growth: undo commands are built from
+	// nil on the reply path. Each bulk costs at most 25 bytes of framing
+	// ($, a length of up to 20 digits, two CRLFs), the array header 23.
+	size := 23 + 25*(3+len(keys)+len(args)) + len("EVALSHA") + len(sha) + 20
+	for _, k := range keys {
+		size += len(k)
+	}
+	for _, a := range args {
+		size += len(a)
+	}
+	dst = slices.Grow(dst, size)
 	dst = resp.AppendArrayHeader(dst, 3+len(keys)+len(args))
 	dst = resp.AppendBulkString(dst, "EVALSHA")
 	dst = resp.AppendBulkString(dst, sha)

@@ -26,3 +26,18 @@ func TestAppendEvalSHA(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendEvalSHAOneAllocation: the encoded command is sized before it is
+// written (it is built on the reply path for every failed acquisition).
+func TestAppendEvalSHAOneAllocation(t *testing.T) {
+	keys := [][]byte{[]byte("lock:" + strings.Repeat("k", 100))}
+	token := []byte(strings.Repeat("t", 36))
+	if n := testing.AllocsPerRun(100, func() { UndoCommand(keys, token) }); n != 1 {
+		t.Fatalf("UndoCommand allocated %v times, want 1", n)
+	}
+	got := UndoCommand(keys, token)
+	want := resp.AppendCommandString(nil, "EVALSHA", undoScript.SHA1, "1", string(keys[0]), string(token))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("UndoCommand = %q, want %q", got, want)
+	}
+}
