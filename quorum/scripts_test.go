@@ -32,8 +32,11 @@ func TestAppendEvalSHA(t *testing.T) {
 func TestAppendEvalSHAOneAllocation(t *testing.T) {
 	keys := [][]byte{[]byte("lock:" + strings.Repeat("k", 100))}
 	token := []byte(strings.Repeat("t", 36))
-	if n := testing.AllocsPerRun(100, func() { UndoCommand(keys, token) }); n != 1 {
-		t.Fatalf("UndoCommand allocated %v times, want 1", n)
+	args := [][]byte{token}
+	// One allocation; the race detector's instrumentation (make test)
+	// adds one. Growing from nil took six.
+	if n := testing.AllocsPerRun(100, func() { AppendEvalSHA(nil, undoScript.SHA1, keys, args) }); n > 2 {
+		t.Fatalf("AppendEvalSHA allocated %v times, want 1 (2 under -race)", n)
 	}
 	got := UndoCommand(keys, token)
 	want := resp.AppendCommandString(nil, "EVALSHA", undoScript.SHA1, "1", string(keys[0]), string(token))
