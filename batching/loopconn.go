@@ -36,10 +36,6 @@ type loopConn struct {
 	end    int
 	sc     scratch
 	held   bool // Run found a batch in flight: kick it again once answered
-	// Options.Step's state of this connection (step.go): busy, a batch
-	// is in flight; stepHeld, it waits for the other masters; stepGo, its
-	// wait is over.
-	busy, stepHeld, stepGo bool
 
 	lastRead     atomic.Int64 // Now() of the last read, for stall detection
 	blockedSince atomic.Int64 // Now() when a write found the socket full; 0: not blocked
@@ -55,13 +51,7 @@ func (p *Pipeline) serveLoop(conn *net.TCPConn) error {
 	lc := &loopConn{p: p, loop: p.opt.Loop, fd: fd, done: make(chan error, 1), in: make([]byte, 64<<10)}
 	lc.lastRead.Store(Now())
 	attached := make(chan error, 1)
-	if err := lc.loop.Post(func() {
-		err := lc.loop.Add(fd, lc, evloop.Readable)
-		if err == nil && p.opt.Step != nil {
-			p.opt.Step.join()
-		}
-		attached <- err
-	}); err != nil {
+	if err := lc.loop.Post(func() { attached <- lc.loop.Add(fd, lc, evloop.Readable) }); err != nil {
 		syscall.Close(fd)
 		return err
 	}
@@ -118,19 +108,10 @@ func (lc *loopConn) Run() {
 		lc.held = true
 		return
 	}
-	step := lc.p.opt.Step
-	if step != nil && !lc.stepGo && !step.open() && lc.p.queued() > 0 {
-		step.hold(lc) // until a quorum of masters is idle (step.go)
-		return
-	}
-	lc.stepGo = false
 	spare, out, n, _ := lc.p.takeBatch(lc.spare, lc.out[:0])
 	lc.spare, lc.out = spare, out
 	if n == 0 {
 		return
-	}
-	if step != nil {
-		step.wrote(lc)
 	}
 	lc.outOff = 0
 	lc.write()
@@ -206,14 +187,9 @@ func (lc *loopConn) OnEvent(ev uint32) {
 	lc.lastRead.Store(Now())
 	m, err := lc.p.consume(lc.in[lc.start:lc.end], &lc.sc)
 	lc.start += m
-	if lc.p.inflight.len() == 0 {
-		if lc.held {
-			lc.held = false
-			lc.loop.Kick(lc)
-		}
-		if step := lc.p.opt.Step; step != nil {
-			step.answered(lc)
-		}
+	if lc.held && lc.p.inflight.len() == 0 {
+		lc.held = false
+		lc.loop.Kick(lc)
 	}
 	if err != nil {
 		lc.fail(err)
@@ -232,9 +208,6 @@ func (lc *loopConn) fail(err error) {
 		return
 	}
 	lc.closed = true
-	if step := lc.p.opt.Step; step != nil {
-		step.leave(lc)
-	}
 	lc.loop.Remove(lc.fd)
 	syscall.Close(lc.fd)
 	p := lc.p

@@ -117,11 +117,7 @@ type Options struct {
 	// commands queued while the loop handles an iteration's events are
 	// written in one go after them, and replies are read and completed on
 	// the loop (see loopconn.go). nil: a writer and a reader goroutine.
-	Loop *evloop.Loop
-	// Step, with Loop, paces this pipeline's writes with the other
-	// pipelines of its master set (step.go); nil: each writes as soon
-	// as its last batch is answered.
-	Step   *Step
+	Loop   *evloop.Loop
 	Logger *slog.Logger
 }
 
@@ -211,13 +207,6 @@ func (p *Pipeline) Depth() (queued, inflight int) {
 	queued = len(p.queue)
 	p.mu.Unlock()
 	return queued, p.inflight.len() + int(p.completing.Load())
-}
-
-// queued is the number of commands waiting to be written.
-func (p *Pipeline) queued() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.queue)
 }
 
 // Submit queues op for the master. It never blocks and never calls op.C

@@ -74,10 +74,6 @@ type Config struct {
 	// goroutine per connection.
 	Loop        *evloop.Loop
 	NoEventLoop bool
-	// NoStep lets each master's pipeline write as soon as its last batch
-	// is answered, instead of in step with a quorum of them
-	// (batching.Step): for tests and measurements.
-	NoStep bool
 }
 
 // Validate checks the configuration and fills in defaults.

@@ -109,15 +109,6 @@ func New(cfg Config) (*Engine, error) {
 			f(i, up, err)
 		}
 	})
-	var step *batching.Step
-	if e.loop != nil && !cfg.NoStep {
-		// The masters are written in step: the replies that decide
-		// together come back together (batching/step.go). A master waits
-		// for the others a fifth of node_timeout at most, so that with a
-		// majority paused the others' replies still arrive, and count,
-		// before the deadline.
-		step = batching.NewStep(e.q, cfg.NodeTimeout/5)
-	}
 	for i, addr := range cfg.Masters {
 		e.pipes = append(e.pipes, batching.New(batching.Options{
 			Addr:       addr,
@@ -131,7 +122,6 @@ func New(cfg Config) (*Engine, error) {
 			OnBatch:    cfg.OnBatch,
 			OnReply:    cfg.OnReply,
 			Loop:       e.loop,
-			Step:       step,
 			Logger:     cfg.Logger,
 		}))
 	}
