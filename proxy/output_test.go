@@ -83,8 +83,12 @@ func TestOutputBoundedWhenNotRead(t *testing.T) {
 			t.Logf("first reply byte and another client's command answered %v after the pipeline was sent", time.Since(start))
 			held := int64(heapAfter()) - int64(base)
 			t.Logf("heap held for a client that does not read 16.25 MiB of replies: %.1f MiB", float64(held)/mib)
-			if held > 6*mib {
-				t.Fatalf("the proxy holds %.1f MiB of replies for a client that does not read them; want at most 6 MiB", float64(held)/mib)
+			// 1 MiB of output, the 256 KiB command and its reply, and on
+			// TLS the writer's record in flight: 0.5–4 MiB measured, once
+			// 6.4 in a loaded -race run (the process heap also holds what
+			// earlier tests left). Unbounded, it is all 16.25 MiB.
+			if held > 8*mib {
+				t.Fatalf("the proxy holds %.1f MiB of replies for a client that does not read them; want at most 8 MiB, half of what it asked for", float64(held)/mib)
 			}
 		})
 		// Case 2c: GETs of a 1 MiB value, never read.
