@@ -126,6 +126,7 @@ const (
 	renderLocal   renderKind = iota // bytes already encoded in c.out
 	renderReply                     // the quorum reply as it is
 	renderSetNX                     // OK → :1, anything else → :0
+	renderOKNil                     // granted → +OK, anything else → nil
 	renderTTLSecs                   // a PTTL in ms → TTL in s
 	renderPublish                   // the receivers of a PUBLISH over the masters' counts
 	renderBlocked                   // a BLPOP's answer (blk.reply)
@@ -210,6 +211,11 @@ func (s *Server) render(out []byte, c *client, sl *slot) []byte {
 			return resp.AppendInt(out, 1)
 		}
 		return resp.AppendInt(out, 0)
+	case renderOKNil:
+		if r.Outcome() == quorum.Granted {
+			return resp.AppendReply(out, resp.ReplyOK, sl.resp3)
+		}
+		return resp.AppendReply(out, resp.ReplyNil, sl.resp3)
 	case renderTTLSecs:
 		if rep.Type == resp.Integer && rep.Int > 0 {
 			return resp.AppendInt(out, rep.Int/1000)

@@ -116,7 +116,11 @@ func TestSetOptionSpellings(t *testing.T) {
 		{"SET", "k", "v"},
 		{"SET", "k", "v", "PX", 100},
 		{"SET", "k", "v", "NX"},
-		{"SET", "k", "v", "XX", "PX", 100},
+		{"SET", "k", "v", "XX"},
+		{"SET", "k", "v", "XX", "KEEPTTL"},
+		{"SET", "k", "v", "NX", "XX", "PX", 100},
+		{"SET", "k", "v", "XX", "PX", 100, "XX"},
+		{"SET", "k", "v", "XX", "PX", 61000},
 		{"SET", "k", "v", "NX", "PX", 100, "GET"},
 		{"SET", "k", "v", "NX", "KEEPTTL"},
 		{"SET", "k", "v", "NX", "PX", 100, "EX", 1},
@@ -402,6 +406,44 @@ func TestRedisPyAdditiveExtendCappedAtMaxTTL(t *testing.T) {
 	}
 	if n, err := ext.Run(ctx, cl, []string{"pyext"}, "other", 2500, "1").Int(); err != nil || n != 0 {
 		t.Fatalf("stranger's extend: %d, %v; want 0", n, err)
+	}
+}
+
+// TestSetXXExtendsTheHoldersLock: SET key token XX PX ttl, the renewal of
+// some lock libraries (redis-mutex), extends the key on the masters where
+// it holds token, with validity accounted, and answers +OK; where another
+// token holds it, or nothing, it answers nil and changes nothing (Redis
+// would overwrite the holder's token: lockproxy never gives a held lock
+// to a stranger).
+func TestSetXXExtendsTheHoldersLock(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := context.Background()
+	cl := c.client()
+	if ok, err := cl.SetNX(ctx, "xx", "tok", 2*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	if v, err := cl.Do(ctx, "SET", "xx", "tok", "XX", "PX", 9000).Result(); err != nil || v != "OK" {
+		t.Fatalf("the holder's SET XX PX: %v, %v; want OK", v, err)
+	}
+	for i, m := range c.masters {
+		v, _ := m.Do("PTTL", "xx")
+		var ms int
+		fmt.Sscan(v, &ms)
+		if ms < 8000 || ms > 9000 {
+			t.Errorf("master %d: PTTL %dms after SET XX PX 9000", i, ms)
+		}
+	}
+	if _, err := cl.Do(ctx, "SET", "xx", "stranger", "px", 30000, "xx").Result(); err != redis.Nil {
+		t.Fatalf("a stranger's SET XX: %v; want nil", err)
+	}
+	if got := c.onMasters("xx"); count(got, "tok") != 3 {
+		t.Fatalf("after a stranger's SET XX the masters hold %v; want the holder's token everywhere", got)
+	}
+	if _, err := cl.Do(ctx, "SET", "xx-free", "tok", "XX", "EX", 5).Result(); err != redis.Nil {
+		t.Fatalf("SET XX of a free key: %v; want nil", err)
+	}
+	if got := c.onMasters("xx-free"); count(got, "(nil)") != 3 {
+		t.Fatalf("SET XX of a free key wrote %v", got)
 	}
 }
 

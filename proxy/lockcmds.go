@@ -11,17 +11,18 @@ import (
 )
 
 // setUsage is the hint appended to every refused SET.
-const setUsage = "lockproxy accepts SET key token NX PX|EX|PXAT|EXAT ttl (a lock: NX and an expiry, in any order)"
+const setUsage = "lockproxy accepts SET key token NX PX|EX|PXAT|EXAT ttl (a lock: NX and an expiry, in any order), and SET key token XX with an expiry (an extend of the caller's lock)"
 
 // setOpts is a parsed SET.
 type setOpts struct {
-	nx       bool
+	nx, xx   bool
 	unit     quorum.TTLUnit
 	ttlValue int64
 }
 
 // parseSet parses the options of SET key value [options…]. It returns an
-// error message for the client, or "" when args is a lock acquisition.
+// error message for the client, or "" when args is a lock acquisition (NX)
+// or an extend (XX with an expiry).
 func parseSet(args [][]byte) (setOpts, string) {
 	var o setOpts
 	for i := 3; i < len(args); i++ {
@@ -29,12 +30,15 @@ func parseSet(args [][]byte) (setOpts, string) {
 		opt := string(lowerName(&buf, args[i]))
 		switch opt {
 		case "nx":
-			if o.nx {
-				return o, "ERR syntax error: NX given twice; " + setUsage
+			if o.nx || o.xx {
+				return o, "ERR syntax error: NX given twice, or with XX; " + setUsage
 			}
 			o.nx = true
 		case "xx":
-			return o, "ERR SET XX is not a lock acquisition: " + setUsage
+			if o.nx || o.xx {
+				return o, "ERR syntax error: XX given twice, or with NX; " + setUsage
+			}
+			o.xx = true
 		case "get":
 			return o, "ERR SET GET is not supported: " + setUsage
 		case "keepttl":
@@ -60,7 +64,11 @@ func parseSet(args [][]byte) (setOpts, string) {
 			return o, "ERR syntax error: unknown SET option '" + clip(args[i]) + "'; " + setUsage
 		}
 	}
-	if !o.nx {
+	if o.xx && o.unit == 0 {
+		// In Redis it would also drop the key's expiry.
+		return o, "ERR SET XX without an expiry would leave the lock without one: add PX ms; " + setUsage
+	}
+	if !o.nx && !o.xx {
 		return o, "ERR SET without NX is not a lock acquisition: " + setUsage
 	}
 	return o, ""
@@ -77,6 +85,10 @@ func cmdSet(s *Server, c *client, args [][]byte) {
 		s.cfg.Metrics.Request("set", "error")
 		return
 	}
+	if o.xx {
+		setExtend(s, c, t0, args[1], args[2], o)
+		return
+	}
 	var ttl time.Duration
 	if o.unit == 0 {
 		if s.cfg.DefaultTTL == 0 {
@@ -91,6 +103,23 @@ func cmdSet(s *Server, c *client, args [][]byte) {
 		return
 	}
 	s.acquire(c, t0, args[1], args[2], ttl, renderReply)
+}
+
+// setExtend serves SET key token XX PX ttl, which lock libraries send to
+// renew a lock (redis-mutex): an extend of the key where it holds token,
+// with validity accounted, answered +OK, or nil where the key is not held
+// by token. That is where it departs from Redis, which would overwrite
+// another holder's value: lockproxy never hands a held lock to a
+// stranger, and a caller renewing its own lock sees no difference.
+func setExtend(s *Server, c *client, t0 int64, key, token []byte, o setOpts) {
+	ttl, msg := s.accountedTTL(o.ttlValue, o.unit)
+	if msg != "" {
+		c.errorf("%s", msg)
+		s.cfg.Metrics.Request("set", "error")
+		return
+	}
+	s.submit(c, s.cfg.Engine.ExtendHeld(key, token, ttl, t0), renderOKNil)
+	s.keyEvent(c, pubsub.EventExpire, ttl, key)
 }
 
 func cmdSetNX(s *Server, c *client, args [][]byte) {

@@ -150,6 +150,19 @@ func (e *Engine) Extend(key []byte, ttl time.Duration, t0 int64) *Request {
 		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0}
 }
 
+// ExtendHeld sets key's TTL to ttl on every master where it holds token
+// (SET key token XX PX ttl, a lock's renewal): CappedExtendScript, the TTL
+// replaced, capped at max_ttl.
+func (e *Engine) ExtendHeld(key, token []byte, ttl time.Duration, t0 int64) *Request {
+	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
+	maxTTL := strconv.AppendInt(nil, e.cfg.MaxTTL.Milliseconds(), 10)
+	r := &Request{kind: Extend, agg: AggVote, rule: &YesOne, Key: string(key), nkeys: 1,
+		cmd: AppendEvalSHA(nil, CappedExtendScript.SHA1, [][]byte{key}, [][]byte{token, ms, []byte("1"), maxTTL}),
+		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0}
+	r.token = argIn(r.cmd, 4) // EVALSHA sha 1 key token…: owned by the request, as a script's
+	return r
+}
+
 // Script runs op with keys and argv on every master. ttl is the lock's TTL
 // for validity accounting (0 for kinds that set none); the proxy has read
 // and bounded it.
