@@ -12,7 +12,8 @@ import (
 )
 
 // Lock libraries whose scripts are not in the catalog: lockproxy serves
-// them by understanding their scripts (issue 13). Each driver takes its
+// them by understanding their scripts (issue 13); and redis-mutex, which
+// renews with SET XX PX. Each driver takes its
 // library through the same lifecycle, and reads the masters after every
 // step: acquire (the key holds the holder's token with the asked TTL),
 // refused while held, a stranger's extend and release do nothing, extend
@@ -36,6 +37,7 @@ var libDrivers = []struct {
 	{"symfony-lock_predis", func(t *testing.T, e *env) { e.runSymfony(t, "predis") }},
 	{"sesamecare-redlock", func(t *testing.T, e *env) { e.runNode(t, "sesame_redlock.js") }},
 	{"simple-redis-mutex", func(t *testing.T, e *env) { e.runNode(t, "simple_redis_mutex.js") }},
+	{"redis-mutex", func(t *testing.T, e *env) { e.runNode(t, "redis_mutex.js") }},
 }
 
 // TestLibsPlainRedis: every driver of libDrivers against one plain
