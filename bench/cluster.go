@@ -39,7 +39,10 @@ type cluster struct {
 	twem *proxyProc
 	// one is lockproxy on the first master alone, beside twemproxy (the
 	// LockproxyOne target), nil unless scenario 1 measures twemproxy.
-	one         *proxyProc
+	one *proxyProc
+	// floor is the floor fan-out proxy over all the masters (the Floor
+	// target), nil unless scenario 1 measures it.
+	floor       *proxyProc
 	bin, dir    string
 	nodeTimeout time.Duration
 }
@@ -127,6 +130,9 @@ func (c *cluster) close() error {
 	}
 	if c.one != nil {
 		errs = append(errs, c.one.stop())
+	}
+	if c.floor != nil {
+		errs = append(errs, c.floor.stop())
 	}
 	if c.proxy != nil {
 		errs = append(errs, c.proxy.stop())

@@ -61,6 +61,7 @@ func (res *Results) proxyCPUChecks() []Check {
 				c.Value += fmt.Sprintf("; lockproxy on 1 master %.2f µs, %.2f× twemproxy's: the rest comes with the other masters, %.2f µs per further master (1b)",
 					f.one, f.oneRatio, f.perMaster)
 			}
+			c.Value += res.floorCheckText(p)
 		}
 		cs = append(cs, c)
 	}

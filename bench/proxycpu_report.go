@@ -22,14 +22,14 @@ func (res *Results) proxyCPUMarkdown(w io.Writer) {
 		"passes the reply back; lockproxy sends it to all %d masters, counts the votes, answers once a quorum (%d) agreed or cannot, "+
 		"and undoes a grant that missed the quorum. *lockproxy1*, when there, is a second lockproxy whose only master is twemproxy's "+
 		"(a quorum of 1): twemproxy's job done by lockproxy's code, so that its own cost per request and the cost of its fan-out can "+
-		"be told apart (below the medians). Each proxy's CPU per request is the user+system CPU of its process (all threads, "+
+		"be told apart (below the medians). *floor*, when there, is the fan-out alone, without lockproxy's work (section 1c). Each proxy's CPU per request is the user+system CPU of its process (all threads, "+
 		"`/proc/<pid>/stat`) during the run over the requests redis-benchmark completed, measured the same way for both; *sys* is "+
 		"its kernel part. *calls/req* are its read- and write-family system calls (`/proc/<pid>/io` syscr+syscw). Masters and client "+
 		"likewise (the masters' sum; twemproxy and direct Redis keep the others idle). µs per request.\n\n", n, n, n/2+1)
 	fmt.Fprintf(w, "| -P | target | round | req/s | p50 ms | p99 ms | proxy CPU | user | sys | proxy calls/req | masters CPU | masters calls/req | client CPU |\n"+
 		"|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, p := range benchPipelines {
-		for _, t := range []Target{Direct, Twemproxy, Lockproxy, LockproxyOne} {
+		for _, t := range []Target{Direct, Twemproxy, Lockproxy, LockproxyOne, Floor} {
 			for _, r := range res.redisBenchRuns(t, p) {
 				proxy := "– | – | – | –"
 				if r.CPU.Proxy >= 0 {
@@ -47,6 +47,7 @@ func (res *Results) proxyCPUMarkdown(w io.Writer) {
 	res.syscallMarkdown(w)
 	res.cpuProfileMarkdown(w)
 	res.proxyCPUMeaning(w)
+	res.floorMarkdown(w)
 }
 
 // proxyCPUMedians writes the median of every figure over the rounds, the
@@ -57,6 +58,10 @@ func (res *Results) proxyCPUMedians(w io.Writer) {
 	if len(res.redisBenchRuns(LockproxyOne, 1))+len(res.redisBenchRuns(LockproxyOne, 16)) > 0 {
 		targets = append(targets, LockproxyOne)
 		head += " lockproxy → 1 master |"
+	}
+	if len(res.redisBenchRuns(Floor, 1))+len(res.redisBenchRuns(Floor, 16)) > 0 {
+		targets = append(targets, Floor)
+		head += fmt.Sprintf(" floor → %d masters |", res.Config.Masters)
 	}
 	fmt.Fprintf(w, "\nMedians over the rounds, each figure on its own:\n\n%s\n|--:|---|%s\n", head, strings.Repeat("--:|", len(targets)))
 	rows := []struct {
@@ -212,8 +217,9 @@ func (res *Results) proxyCPUMeaning(w io.Writer) {
 		"and every write wakes a master; at -P 16 the batches are large and this is a small part. What it adds in user space is its own "+
 		"work per request (parsing and checking the command, the vote over %d replies, the key queue, the record of a refused attempt "+
 		"kept until its last master has answered, for a late undo) and the Go runtime's (the garbage collector; the scheduler and "+
-		"sysmon around the event loop's blocking `epoll_pwait`). Neither is a limit of the machine: `docs/bench/proxy-cpu.md` has a "+
-		"function-level profile and the changes to lockproxy that would lower its part.\n", n, n, n)
+		"sysmon around the event loop's blocking `epoll_pwait`). Section 1c, when the floor was measured, says at which depth "+
+		"the first is a limit of the machine and how far the second is from parity; `docs/bench/proxy-cpu.md` has a function-level "+
+		"profile and the changes to lockproxy that would lower its part.\n", n, n, n)
 }
 
 // profileSplit groups a CPU profile's categories for the summary, in µs per

@@ -90,6 +90,11 @@ type Config struct {
 	// LockproxyBin is a lockproxy binary to run; empty builds ./cmd/lockproxy
 	// of the module in the current directory.
 	LockproxyBin string
+	// FloorBin, when set, is a program that serves the floor fan-out proxy
+	// (bench/floor) when run with -serve-floor ADDR -floor-masters LIST;
+	// scenario 1 then measures it beside twemproxy and lockproxy
+	// (lockbench passes itself).
+	FloorBin string
 	// NodeTimeout is lockproxy's node_timeout, also the degraded p99
 	// bound. Default 50ms.
 	NodeTimeout time.Duration
@@ -243,6 +248,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		if cfg.uses(Lockproxy) {
 			if err := c.startLockproxyOne(ctx); err != nil {
 				return nil, err
+			}
+			if cfg.FloorBin != "" {
+				if err := c.startFloor(ctx, cfg.FloorBin); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}

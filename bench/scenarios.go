@@ -59,6 +59,12 @@ func (r *runner) redisBenchmark(ctx context.Context) {
 		}
 		r.c.one = nil
 	}
+	if r.c.floor != nil {
+		if err := r.c.floor.stop(); err != nil {
+			r.fail("stopping the floor fan-out proxy: %v", err)
+		}
+		r.c.floor = nil
+	}
 }
 
 // redisBenchmarkTargets are the targets of scenario 1, in the order each
@@ -73,6 +79,9 @@ func (r *runner) redisBenchmarkTargets() []Target {
 	if r.c.one != nil {
 		ts = append(ts, LockproxyOne)
 	}
+	if r.c.floor != nil {
+		ts = append(ts, Floor)
+	}
 	return ts
 }
 
@@ -86,6 +95,8 @@ func (r *runner) benchEndpoint(t Target) (string, *proxyProc, *cpuMeter) {
 		return r.c.twem.addr, r.c.twem, r.c.meterFor(r.c.twem)
 	case LockproxyOne:
 		return r.c.one.addr, r.c.one, r.c.meterFor(r.c.one)
+	case Floor:
+		return r.c.floor.addr, r.c.floor, r.c.meterFor(r.c.floor)
 	}
 	return r.c.masters[0].Addr, nil, r.c.meterFor(nil)
 }

@@ -40,6 +40,13 @@ const (
 	// scenario 1 measures twemproxy and lockproxy; it is not a -targets
 	// choice of its own.
 	LockproxyOne Target = "lockproxy1"
+	// Floor is redis-benchmark against the floor fan-out proxy (package
+	// bench/floor) over all the masters: the fan-out alone, with none of
+	// lockproxy's safety work, so that scenario 1 can tell what lockproxy's
+	// own work costs above the least a fan-out costs on this machine. It
+	// runs with lockproxy1 when Config.FloorBin is set; it is not a
+	// -targets choice of its own.
+	Floor Target = "floor"
 )
 
 // AllTargets lists every target in report order.
@@ -262,7 +269,7 @@ func newFactory(t Target, c *cluster, workers int) (*lockerFactory, error) {
 			addrs[i] = m.Addr
 		}
 		return newRedsyncFactory(addrs, workers), nil
-	case Twemproxy, LockproxyOne:
+	case Twemproxy, LockproxyOne, Floor:
 		return nil, fmt.Errorf("bench: %s is measured by redis-benchmark only (scenario 1)", t)
 	}
 	return nil, fmt.Errorf("bench: unknown target %q", t)

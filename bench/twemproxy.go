@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // twemproxy (nutcracker) is the Redis proxy people already run: scenario 1
@@ -99,6 +100,26 @@ func (c *cluster) startTwemproxy(ctx context.Context, bin string) error {
 		return err
 	}
 	c.twem = p
+	return nil
+}
+
+// startFloor starts the floor fan-out proxy (bench/floor) from bin over
+// every master; close stops it.
+func (c *cluster) startFloor(ctx context.Context, bin string) error {
+	dir := filepath.Join(c.dir, "floor")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	p, err := launch(ctx, "floor", addr, dir, bin, "-serve-floor", addr, "-floor-masters", strings.Join(c.masterAddrs(), ","))
+	if err != nil {
+		return fmt.Errorf("bench: the floor fan-out proxy: %w", err)
+	}
+	c.floor = p
 	return nil
 }
 

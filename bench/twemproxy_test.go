@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,6 +76,10 @@ func TestTwemproxyOnlyInScenario1(t *testing.T) {
 	r.c.one = &proxyProc{}
 	if got := r.redisBenchmarkTargets(); len(got) != 4 || got[3] != LockproxyOne {
 		t.Errorf("scenario 1 targets = %v, want lockproxy1 last", got)
+	}
+	r.c.floor = &proxyProc{}
+	if got := r.redisBenchmarkTargets(); len(got) != 5 || got[4] != Floor {
+		t.Errorf("scenario 1 targets = %v, want floor last", got)
 	}
 }
 
@@ -318,5 +323,58 @@ func TestParsePerfScript(t *testing.T) {
 	}
 	if p.Share("kernel: write") != 0.1 || p.top(1) != "kernel: epoll_wait 10%" {
 		t.Errorf("share %v, top %q (ties go by name)", p.Share("kernel: write"), p.top(1))
+	}
+}
+
+// TestFloorSplit: the floor (the fan-out alone) against twemproxy says, at
+// each depth, whether the target is reachable at all; the check and
+// section 1c say which. A floor above twemproxy must not read as
+// reachable (the negative control of the verdict).
+func TestFloorSplit(t *testing.T) {
+	res := &Results{Config: Config{Rounds: 3, Masters: 5}.withDefaults()}
+	run := func(tg Target, p, round int, proxyUs, sysUs float64) RedisBenchResult {
+		cpu := CPU{Proxy: time.Duration(proxyUs * 1000 * float64(time.Microsecond)), ProxySys: time.Duration(sysUs * 1000 * float64(time.Microsecond))}
+		return RedisBenchResult{Target: tg, Pipeline: p, Round: round, Requests: 1000, RPS: 1, CPU: cpu}
+	}
+	// -P 1: twemproxy 9, floor 10 (kernel 9.5), lockproxy 10.5: the
+	// fan-out alone is over. -P 16: twemproxy 1.4, floor 0.9 (kernel
+	// 0.6), lockproxy 1.8 (kernel 0.6): reachable, lockproxy's own work
+	// 0.9 above the floor where parity allows 0.5.
+	for i := 1; i <= 3; i++ {
+		res.RedisBench = append(res.RedisBench,
+			run(Twemproxy, 1, i, 9, 8), run(Floor, 1, i, 10, 9.5), run(Lockproxy, 1, i, 10.5, 9),
+			run(Twemproxy, 16, i, 1.4, 0.7), run(Floor, 16, i, 0.9, 0.6), run(Lockproxy, 16, i, 1.8, 0.6))
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	f1, ok1 := res.floorAt(1)
+	f16, ok16 := res.floorAt(16)
+	if !ok1 || !ok16 {
+		t.Fatal("no floor comparison with all three measured")
+	}
+	if !near(f1.ratio, 10.0/9) || !near(f16.ratio, 0.9/1.4) || !near(f16.allUser-f16.floorUser, 0.9) {
+		t.Errorf("floor at -P 1 %+v, at -P 16 %+v", f1, f16)
+	}
+	cs := res.proxyCPUChecks()
+	if !strings.Contains(cs[0].Value, "the fan-out alone (floor) 10.00 µs, 1.11× twemproxy's: no proxy that writes every request to 5 masters meets this depth's target here") {
+		t.Errorf("-P 1 check: %q", cs[0].Value)
+	}
+	if !strings.Contains(cs[1].Value, "the fan-out alone (floor) 0.90 µs, 0.64× twemproxy's: reachable; lockproxy's own work above it 0.90 µs, parity allows 0.50") {
+		t.Errorf("-P 16 check: %q", cs[1].Value)
+	}
+	var b strings.Builder
+	res.Markdown(&b, "test")
+	for _, want := range []string{"## 1c. The fan-out alone: the floor proxy",
+		"| 1 | 9.00 | 10.00 (user 0.50, kernel 9.50) | 1.11× | 10.50 (user 1.50, kernel 9.00) | 0.50 (user 1.00, kernel -0.50) | -1.00 |",
+		"- **-P 1: the fan-out alone costs more than twemproxy** (1.11×)",
+		"- **-P 16: the fan-out alone costs less than twemproxy** (0.64×): the target is reachable",
+		"| 16 | floor | 1 |", "floor → 5 masters |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// Without the floor measured, nothing is said of it.
+	res.RedisBench = slices.DeleteFunc(res.RedisBench, func(r RedisBenchResult) bool { return r.Target == Floor })
+	if _, ok := res.floorAt(16); ok || res.floorCheckText(16) != "" {
+		t.Error("a floor comparison without floor runs")
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/bench"
+	"github.com/lockproxy/lockproxy/bench/floor"
 )
 
 func main() {
@@ -49,14 +50,22 @@ func run() int {
 		rounds   = flag.Int("rounds", 3, "rounds of scenarios 1, 2, 5 and 6; their targets are judged on the median round (-quick: 1)")
 		profile  = flag.Bool("profile", true, "twemproxy: after the rounds, count each proxy's system calls and sample where its CPU goes with perf, in extra runs")
 		monitor  = flag.Bool("monitor", true, "multiproxy: record the masters' MONITOR streams for the exact refused-while-free figure (costs the masters CPU); false: estimate it from the workers' clock")
+		floorAt  = flag.String("serve-floor", "", "serve the floor fan-out proxy (package bench/floor, a measuring stick, not a lock service) on this address, over -floor-masters, until interrupted; scenario 1 runs it itself")
+		floorTo  = flag.String("floor-masters", "", "comma-separated masters of -serve-floor")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "lockbench: unexpected arguments %q\n", flag.Args())
 		return 2
 	}
+	if *floorAt != "" {
+		return serveFloor(*floorAt, split(*floorTo))
+	}
 	cfg := bench.Config{Masters: *masters, NodeTimeout: *timeout, Duration: *duration, Rounds: *rounds, LockproxyBin: *binary, Log: os.Stderr, MultiProxyNoMonitor: !*monitor,
 		NoProxyProfile: !*profile}
+	if self, err := os.Executable(); err == nil {
+		cfg.FloorBin = self // serves the floor with -serve-floor
+	}
 	if *quick {
 		cfg.Duration, cfg.Warmup, cfg.Rounds = time.Second, 250*time.Millisecond, 1
 	}
@@ -92,6 +101,21 @@ func run() int {
 		}
 	}
 	return status
+}
+
+// serveFloor runs the floor proxy until SIGINT or SIGTERM.
+func serveFloor(listen string, masters []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := floor.Start(listen, masters, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench -serve-floor:", err)
+		return 1
+	}
+	fmt.Fprintln(os.Stderr, "floor proxy listening on", s.Addr(), "over", masters)
+	<-ctx.Done()
+	s.Close()
+	return 0
 }
 
 // targetList is bench.AllTargets comma-separated.

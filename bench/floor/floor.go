@@ -1,0 +1,476 @@
+// Package floor is a measuring stick, not a lock service: the least work a
+// proxy does to fan a SET NX out to N masters and answer by majority, on
+// lockproxy's own event loop. It exists so that `lockbench` can say how much
+// of lockproxy's CPU per request is the fan-out itself (reading a client's
+// command, writing it to every master, reading every master's reply,
+// counting votes, answering in order) and how much is lockproxy's safety
+// work on top of it.
+//
+// It keeps none of lockproxy's guarantees on purpose: no validity, no undo
+// of a lost vote, no key queue, no deadline (a master that stops answering
+// stops the floor's clients), no limits on input, no TLS, no AUTH, no
+// metrics, no locks (everything runs on the loop's one thread). It forwards
+// each command's bytes unchanged and knows SET, PING and little else.
+// Anything that is not a measurement must not use it.
+package floor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"syscall"
+
+	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/internal/resp"
+)
+
+// Server is a running floor proxy.
+type Server struct {
+	loop    *evloop.Loop
+	ln      net.Listener
+	masters []*master
+	q       int
+	free    []*req // recycled requests; loop only
+	log     *slog.Logger
+}
+
+// req is one client command and its votes.
+type req struct {
+	c        *client
+	yes, no  int
+	answered int
+	reply    []byte // set when decided
+	sent     bool   // the reply went into the client's buffer
+}
+
+var (
+	replyOK   = []byte("+OK\r\n")
+	replyNil  = []byte("$-1\r\n")
+	replyPong = []byte("+PONG\r\n")
+	replyErr  = []byte("-ERR the floor proxy serves SET and PING only (a measuring stick, not lockproxy)\r\n")
+)
+
+// Start listens on listen and connects to masters; the proxy runs until
+// Close.
+func Start(listen string, masters []string, log *slog.Logger) (*Server, error) {
+	if len(masters) == 0 {
+		return nil, errors.New("floor: no masters")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	loop, err := evloop.New(log)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{loop: loop, q: len(masters)/2 + 1, log: log}
+	for i, addr := range masters {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("floor: master %s: %w", addr, err)
+		}
+		fd, err := evloop.Detach(conn.(*net.TCPConn))
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("floor: master %s: %w", addr, err)
+		}
+		m := &master{s: s, fd: fd, addr: addr, index: i, in: make([]byte, 64<<10)}
+		if err := s.onLoop(func() error { return loop.Add(fd, m, evloop.Readable) }); err != nil {
+			syscall.Close(fd)
+			s.Close()
+			return nil, err
+		}
+		s.masters = append(s.masters, m)
+	}
+	if s.ln, err = net.Listen("tcp", listen); err != nil {
+		s.Close()
+		return nil, err
+	}
+	go s.accept()
+	return s, nil
+}
+
+// Addr is the address clients connect to.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops listening and the loop; connections are closed with the
+// process.
+func (s *Server) Close() {
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	s.loop.Close()
+}
+
+func (s *Server) onLoop(f func() error) error {
+	done := make(chan error, 1)
+	if err := s.loop.Post(func() { done <- f() }); err != nil {
+		return err
+	}
+	return <-done
+}
+
+func (s *Server) accept() {
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		tc := conn.(*net.TCPConn)
+		tc.SetNoDelay(true)
+		fd, err := evloop.Detach(tc)
+		if err != nil {
+			s.log.Warn("floor: accept", "err", err)
+			continue
+		}
+		c := &client{s: s, fd: fd, in: make([]byte, 16<<10)}
+		if err := s.loop.Post(func() {
+			if err := s.loop.Add(fd, c, evloop.Readable); err != nil {
+				syscall.Close(fd)
+			}
+		}); err != nil {
+			syscall.Close(fd)
+			return
+		}
+	}
+}
+
+func (s *Server) newReq(c *client) *req {
+	if n := len(s.free); n > 0 {
+		r := s.free[n-1]
+		s.free = s.free[:n-1]
+		r.c = c
+		return r
+	}
+	return &req{c: c}
+}
+
+// recycle returns r once its client has its reply and every master has
+// answered.
+func (s *Server) recycle(r *req) {
+	if !r.sent || r.answered < len(s.masters) {
+		return
+	}
+	*r = req{}
+	s.free = append(s.free, r)
+}
+
+// client is one client connection.
+type client struct {
+	evloop.Kicked
+	s          *Server
+	fd         int
+	in         []byte
+	start, end int
+	out        []byte
+	pending    []*req // in command order; pending[head:] await their turn
+	head       int
+	args       [][]byte
+	blocked    bool // c.out waits for the socket to drain
+	closed     bool
+}
+
+// OnEvent reads what the client sent and fans each complete command out.
+func (c *client) OnEvent(ev uint32) {
+	if c.closed {
+		return
+	}
+	if ev&evloop.Writable != 0 && c.blocked {
+		c.write()
+		if c.closed {
+			return
+		}
+	}
+	if ev&(evloop.Readable|evloop.Hangup|evloop.Error) == 0 {
+		return
+	}
+	if c.end == len(c.in) {
+		if c.start > 0 {
+			c.end = copy(c.in, c.in[c.start:c.end])
+			c.start = 0
+		} else {
+			c.in = append(c.in, make([]byte, len(c.in))...)
+		}
+	}
+	n, err := evloop.Read(c.fd, c.in[c.end:])
+	if err == syscall.EAGAIN {
+		return
+	}
+	if err != nil || n == 0 {
+		c.close()
+		return
+	}
+	c.end += n
+	for c.start < c.end {
+		m := frame(c.in[c.start:c.end])
+		if m < 0 {
+			c.close() // not RESP: the floor does not serve inline commands
+			return
+		}
+		if m == 0 {
+			break
+		}
+		c.command(c.in[c.start : c.start+m])
+		c.start += m
+	}
+	if c.start == c.end {
+		c.start, c.end = 0, 0
+	}
+	c.flush()
+}
+
+// command starts one complete command.
+func (c *client) command(cmd []byte) {
+	c.args, _, _ = resp.NextCommand(cmd, c.args)
+	r := c.s.newReq(c)
+	c.pending = append(c.pending, r)
+	switch {
+	case len(c.args) >= 3 && bytes.EqualFold(c.args[0], []byte("SET")):
+		for _, m := range c.s.masters {
+			m.submit(cmd, r)
+		}
+	case len(c.args) >= 1 && bytes.EqualFold(c.args[0], []byte("PING")):
+		r.reply, r.answered = replyPong, len(c.s.masters)
+	default:
+		r.reply, r.answered = replyErr, len(c.s.masters)
+	}
+}
+
+// Run answers what is decided, in order (Task: a vote decided one).
+func (c *client) Run() { c.flush() }
+
+func (c *client) flush() {
+	if c.closed {
+		return
+	}
+	for c.head < len(c.pending) && c.pending[c.head].reply != nil {
+		r := c.pending[c.head]
+		c.out = append(c.out, r.reply...)
+		r.sent = true
+		c.pending[c.head] = nil
+		c.head++
+		c.s.recycle(r)
+	}
+	if c.head == len(c.pending) {
+		c.pending, c.head = c.pending[:0], 0
+	}
+	if len(c.out) == 0 {
+		return
+	}
+	if c.blocked {
+		return // the Writable event goes on
+	}
+	c.write()
+}
+
+// write writes c.out; a full socket buffer waits for the Writable event.
+func (c *client) write() {
+	n, err := evloop.Write(c.fd, c.out)
+	if err != nil && err != syscall.EAGAIN {
+		c.close()
+		return
+	}
+	c.out = c.out[:copy(c.out, c.out[n:])]
+	if blocked := len(c.out) > 0; blocked != c.blocked {
+		c.blocked = blocked
+		ev := uint32(evloop.Readable)
+		if blocked {
+			ev |= evloop.Writable
+		}
+		if c.s.loop.Modify(c.fd, ev) != nil {
+			c.close()
+		}
+	}
+}
+
+func (c *client) close() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.s.loop.Remove(c.fd)
+	syscall.Close(c.fd)
+	// Requests still in flight keep c until their masters answer; their
+	// replies go nowhere.
+	for _, r := range c.pending[c.head:] {
+		r.sent = true
+		c.s.recycle(r)
+	}
+	c.pending = nil
+}
+
+// master is one master connection, with lockproxy's batching policy: one
+// batch in flight, what arrives meanwhile goes out with its replies.
+type master struct {
+	evloop.Kicked
+	s          *Server
+	fd         int
+	addr       string
+	index      int
+	queued     []byte // commands not yet written
+	qreqs      []*req
+	wbuf       []byte // the batch being written; wbuf[woff:] is left
+	woff       int
+	blocked    bool   // registered for Writable
+	inflight   []*req // written, awaiting replies, in order
+	ihead      int
+	in         []byte
+	start, end int
+}
+
+func (m *master) submit(cmd []byte, r *req) {
+	first := len(m.qreqs) == 0
+	m.queued = append(m.queued, cmd...)
+	m.qreqs = append(m.qreqs, r)
+	if first {
+		m.s.loop.Kick(m)
+	}
+}
+
+// Run writes the queued batch when none is in flight (Task).
+func (m *master) Run() {
+	if m.ihead < len(m.inflight) || len(m.qreqs) == 0 {
+		return // the replies' arrival writes the next batch
+	}
+	m.wbuf, m.queued = m.queued, m.wbuf[:0]
+	m.woff = 0
+	m.inflight, m.qreqs = append(m.inflight[:0], m.qreqs...), m.qreqs[:0]
+	m.ihead = 0
+	m.write()
+}
+
+// write writes the batch; a full socket buffer waits for Writable.
+func (m *master) write() {
+	n, err := evloop.Write(m.fd, m.wbuf[m.woff:])
+	if err != nil && err != syscall.EAGAIN {
+		panic(fmt.Sprintf("floor: master %s: write: %v", m.addr, err))
+	}
+	m.woff += n
+	if blocked := m.woff < len(m.wbuf); blocked != m.blocked {
+		m.blocked = blocked
+		ev := uint32(evloop.Readable)
+		if blocked {
+			ev |= evloop.Writable
+		}
+		if err := m.s.loop.Modify(m.fd, ev); err != nil {
+			panic(fmt.Sprintf("floor: master %s: %v", m.addr, err))
+		}
+	}
+}
+
+// OnEvent reads replies and counts votes, or goes on with a write.
+func (m *master) OnEvent(ev uint32) {
+	if ev&evloop.Writable != 0 && m.woff < len(m.wbuf) {
+		m.write()
+	}
+	if ev&(evloop.Readable|evloop.Hangup|evloop.Error) == 0 {
+		return
+	}
+	if m.end == len(m.in) {
+		if m.start > 0 {
+			m.end = copy(m.in, m.in[m.start:m.end])
+			m.start = 0
+		} else {
+			m.in = append(m.in, make([]byte, len(m.in))...)
+		}
+	}
+	n, err := evloop.Read(m.fd, m.in[m.end:])
+	if err == syscall.EAGAIN {
+		return
+	}
+	if err == nil && n == 0 {
+		err = io.EOF
+	}
+	if err != nil {
+		panic(fmt.Sprintf("floor: master %s: %v", m.addr, err))
+	}
+	m.end += n
+	for m.start < m.end {
+		rep, used, err := resp.Parse(m.in[m.start:m.end])
+		if err == resp.ErrIncomplete {
+			break
+		}
+		if err != nil || m.ihead == len(m.inflight) {
+			panic(fmt.Sprintf("floor: master %s: bad reply stream: %v", m.addr, err))
+		}
+		m.start += used
+		r := m.inflight[m.ihead]
+		m.inflight[m.ihead] = nil
+		m.ihead++
+		m.vote(r, rep.IsOK())
+	}
+	if m.start == m.end {
+		m.start, m.end = 0, 0
+	}
+	if m.ihead == len(m.inflight) && len(m.qreqs) > 0 {
+		m.s.loop.Kick(m)
+	}
+}
+
+func (m *master) vote(r *req, yes bool) {
+	r.answered++
+	if yes {
+		r.yes++
+	} else {
+		r.no++
+	}
+	if r.reply == nil {
+		switch {
+		case r.yes >= m.s.q:
+			r.reply = replyOK
+		case r.no > len(m.s.masters)-m.s.q:
+			r.reply = replyNil
+		}
+		if r.reply != nil && !r.sent {
+			r.c.s.loop.Kick(r.c)
+		}
+	}
+	m.s.recycle(r)
+}
+
+// frame returns the length of the complete RESP array command at the start
+// of b, 0 when it is incomplete, -1 when b does not start with one.
+func frame(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	if b[0] != '*' {
+		return -1
+	}
+	n, i, ok := number(b, 1)
+	if !ok {
+		return 0
+	}
+	for ; n > 0; n-- {
+		if i >= len(b) {
+			return 0
+		}
+		if b[i] != '$' {
+			return -1
+		}
+		l, j, ok := number(b, i+1)
+		if !ok {
+			return 0
+		}
+		i = j + l + 2
+		if i > len(b) {
+			return 0
+		}
+	}
+	return i
+}
+
+// number parses the decimal at b[i:] up to its CRLF; next is past the CRLF.
+func number(b []byte, i int) (n, next int, ok bool) {
+	for ; i < len(b) && b[i] != '\r'; i++ {
+		n = n*10 + int(b[i]-'0')
+	}
+	if i+1 >= len(b) {
+		return 0, 0, false
+	}
+	return n, i + 2, true
+}
