@@ -43,6 +43,31 @@ func (res *Results) floorAt(p int) (floorCost, bool) {
 	return f, true
 }
 
+// floorEdge is how far from parity the floor's ratio to twemproxy may be
+// and still be called "at the edge" rather than clearly above or below:
+// one run's proxy-CPU ratios swing by about this much here.
+const floorEdge = 0.1
+
+// floorVerdict places the floor's ratio to twemproxy: above the target by
+// more than the noise, within it, or below it by more.
+type floorVerdict int
+
+const (
+	floorBelow  floorVerdict = iota // the target is reachable
+	floorEdgeOf                     // parity leaves lockproxy's own work (almost) nothing
+	floorAbove                      // no fan-out proxy meets the target here
+)
+
+func (f floorCost) verdict() floorVerdict {
+	switch {
+	case f.ratio > proxyCPUGoal+floorEdge:
+		return floorAbove
+	case f.ratio >= proxyCPUGoal-floorEdge:
+		return floorEdgeOf
+	}
+	return floorBelow
+}
+
 // floorCheckText is the part of a proxy-CPU check's value that the floor
 // adds, "" without one.
 func (res *Results) floorCheckText(p int) string {
@@ -50,9 +75,13 @@ func (res *Results) floorCheckText(p int) string {
 	if !ok {
 		return ""
 	}
-	if f.ratio > proxyCPUGoal {
+	switch f.verdict() {
+	case floorAbove:
 		return fmt.Sprintf("; the fan-out alone (floor) %.2f µs, %.2f× twemproxy's: no proxy that writes every request to %d masters meets this depth's target here (1c)",
 			f.floor, f.ratio, res.Config.Masters)
+	case floorEdgeOf:
+		return fmt.Sprintf("; the fan-out alone (floor) %.2f µs, %.2f× twemproxy's: at the edge, parity leaves lockproxy's own work %.2f µs where it uses %.2f (1c)",
+			f.floor, f.ratio, f.twem-f.floor, f.all-f.floor)
 	}
 	return fmt.Sprintf("; the fan-out alone (floor) %.2f µs, %.2f× twemproxy's: reachable; lockproxy's own work above it %.2f µs, parity allows %.2f (1c)",
 		f.floor, f.ratio, f.all-f.floor, f.twem-f.floor)
@@ -72,12 +101,19 @@ func (res *Results) floorMarkdown(w io.Writer) {
 		rows = append(rows, fmt.Sprintf("| %d | %.2f | %.2f (user %.2f, kernel %.2f) | %.2f× | %.2f (user %.2f, kernel %.2f) | %.2f (user %.2f, kernel %.2f) | %.2f |",
 			p, f.twem, f.floor, f.floorUser, f.floorSys, f.ratio, f.all, f.allUser, f.allSys,
 			f.all-f.floor, f.allUser-f.floorUser, f.allSys-f.floorSys, f.twem-f.floor))
-		if f.ratio > proxyCPUGoal {
+		switch f.verdict() {
+		case floorAbove:
 			verdicts = append(verdicts, fmt.Sprintf("- **-P %d: the fan-out alone costs more than twemproxy** (%.2f×), %.2f µs of it in the kernel "+
 				"against twemproxy's %.2f µs in all: the system calls of writing each request to %d masters and reading %d replies. No change "+
 				"to lockproxy's own work reaches the target at this depth on this machine; only fewer master writes per request (bigger "+
 				"batches, which need a delay that idleness must not make) or another transport would.", p, f.ratio, f.floorSys, f.twem, n, n))
-		} else {
+		case floorEdgeOf:
+			verdicts = append(verdicts, fmt.Sprintf("- **-P %d: the fan-out alone costs about what twemproxy does** (%.2f×, within the ±%.0f%% a run "+
+				"swings here), %.2f µs of it in the kernel: the system calls of writing each request to %d masters and reading %d replies. Parity "+
+				"would leave lockproxy's own work %.2f µs per request, where it uses %.2f: at this depth the target is at the edge of what a "+
+				"proxy that fans out to %d masters can do on this machine, whatever its own work costs.", p, f.ratio, 100*floorEdge, f.floorSys,
+				n, n, f.twem-f.floor, f.all-f.floor, n))
+		default:
 			verdicts = append(verdicts, fmt.Sprintf("- **-P %d: the fan-out alone costs less than twemproxy** (%.2f×): the target is reachable "+
 				"at this depth. What keeps lockproxy above it is its own work above the fan-out, %.2f µs per request (%.2f of it in user space), "+
 				"where parity allows %.2f: parsing and checking each command, the key queue, the vote and its per-request locks, the deadline, "+

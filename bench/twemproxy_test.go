@@ -372,6 +372,24 @@ func TestFloorSplit(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
+	// A floor within the noise of twemproxy's figure is at the edge,
+	// neither reachable nor ruled out.
+	for i := range res.RedisBench {
+		if r := &res.RedisBench[i]; r.Target == Floor && r.Pipeline == 1 {
+			r.CPU.Proxy = time.Duration(9.3 * 1000 * float64(time.Microsecond))
+		}
+	}
+	if f, _ := res.floorAt(1); f.verdict() != floorEdgeOf {
+		t.Errorf("floor at %.2fx twemproxy: verdict %d, want at the edge", f.ratio, f.verdict())
+	}
+	if got := res.floorCheckText(1); !strings.Contains(got, "1.03× twemproxy's: at the edge, parity leaves lockproxy's own work -0.30 µs where it uses 1.20") {
+		t.Errorf("-P 1 check at the edge: %q", got)
+	}
+	b.Reset()
+	res.Markdown(&b, "test")
+	if !strings.Contains(b.String(), "- **-P 1: the fan-out alone costs about what twemproxy does** (1.03×") {
+		t.Error("report lacks the edge verdict")
+	}
 	// Without the floor measured, nothing is said of it.
 	res.RedisBench = slices.DeleteFunc(res.RedisBench, func(r RedisBenchResult) bool { return r.Target == Floor })
 	if _, ok := res.floorAt(16); ok || res.floorCheckText(16) != "" {
