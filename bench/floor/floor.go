@@ -78,7 +78,7 @@ func Start(listen string, masters []string, log *slog.Logger) (*Server, error) {
 			s.Close()
 			return nil, fmt.Errorf("floor: master %s: %w", addr, err)
 		}
-		m := &master{s: s, fd: fd, addr: addr, index: i, in: make([]byte, 64<<10)}
+		m := &master{s: s, fd: fd, addr: addr, index: i, in: inbuf{b: make([]byte, 64<<10)}}
 		if err := s.onLoop(func() error { return loop.Add(fd, m, evloop.Readable) }); err != nil {
 			syscall.Close(fd)
 			s.Close()
@@ -127,7 +127,7 @@ func (s *Server) accept() {
 			s.log.Warn("floor: accept", "err", err)
 			continue
 		}
-		c := &client{s: s, fd: fd, in: make([]byte, 16<<10)}
+		c := &client{s: s, fd: fd, in: inbuf{b: make([]byte, 16<<10)}}
 		if err := s.loop.Post(func() {
 			if err := s.loop.Add(fd, c, evloop.Readable); err != nil {
 				syscall.Close(fd)
@@ -162,16 +162,15 @@ func (s *Server) recycle(r *req) {
 // client is one client connection.
 type client struct {
 	evloop.Kicked
-	s          *Server
-	fd         int
-	in         []byte
-	start, end int
-	out        []byte
-	pending    []*req // in command order; pending[head:] await their turn
-	head       int
-	args       [][]byte
-	blocked    bool // c.out waits for the socket to drain
-	closed     bool
+	s       *Server
+	fd      int
+	in      inbuf
+	out     []byte
+	pending []*req // in command order; pending[head:] await their turn
+	head    int
+	args    [][]byte
+	blocked bool // c.out waits for the socket to drain
+	closed  bool
 }
 
 // OnEvent reads what the client sent and fans each complete command out.
@@ -188,15 +187,7 @@ func (c *client) OnEvent(ev uint32) {
 	if ev&(evloop.Readable|evloop.Hangup|evloop.Error) == 0 {
 		return
 	}
-	if c.end == len(c.in) {
-		if c.start > 0 {
-			c.end = copy(c.in, c.in[c.start:c.end])
-			c.start = 0
-		} else {
-			c.in = append(c.in, make([]byte, len(c.in))...)
-		}
-	}
-	n, err := evloop.Read(c.fd, c.in[c.end:])
+	n, err := c.in.read(c.fd)
 	if err == syscall.EAGAIN {
 		return
 	}
@@ -204,9 +195,8 @@ func (c *client) OnEvent(ev uint32) {
 		c.close()
 		return
 	}
-	c.end += n
-	for c.start < c.end {
-		m := frame(c.in[c.start:c.end])
+	for b := c.in.unread(); len(b) > 0; b = c.in.unread() {
+		m := frame(b)
 		if m < 0 {
 			c.close() // not RESP: the floor does not serve inline commands
 			return
@@ -214,11 +204,8 @@ func (c *client) OnEvent(ev uint32) {
 		if m == 0 {
 			break
 		}
-		c.command(c.in[c.start : c.start+m])
-		c.start += m
-	}
-	if c.start == c.end {
-		c.start, c.end = 0, 0
+		c.command(b[:m])
+		c.in.consumed(m)
 	}
 	c.flush()
 }
@@ -307,19 +294,18 @@ func (c *client) close() {
 // batch in flight, what arrives meanwhile goes out with its replies.
 type master struct {
 	evloop.Kicked
-	s          *Server
-	fd         int
-	addr       string
-	index      int
-	queued     []byte // commands not yet written
-	qreqs      []*req
-	wbuf       []byte // the batch being written; wbuf[woff:] is left
-	woff       int
-	blocked    bool   // registered for Writable
-	inflight   []*req // written, awaiting replies, in order
-	ihead      int
-	in         []byte
-	start, end int
+	s        *Server
+	fd       int
+	addr     string
+	index    int
+	queued   []byte // commands not yet written
+	qreqs    []*req
+	wbuf     []byte // the batch being written; wbuf[woff:] is left
+	woff     int
+	blocked  bool   // registered for Writable
+	inflight []*req // written, awaiting replies, in order
+	ihead    int
+	in       inbuf
 }
 
 func (m *master) submit(cmd []byte, r *req) {
@@ -370,15 +356,7 @@ func (m *master) OnEvent(ev uint32) {
 	if ev&(evloop.Readable|evloop.Hangup|evloop.Error) == 0 {
 		return
 	}
-	if m.end == len(m.in) {
-		if m.start > 0 {
-			m.end = copy(m.in, m.in[m.start:m.end])
-			m.start = 0
-		} else {
-			m.in = append(m.in, make([]byte, len(m.in))...)
-		}
-	}
-	n, err := evloop.Read(m.fd, m.in[m.end:])
+	n, err := m.in.read(m.fd)
 	if err == syscall.EAGAIN {
 		return
 	}
@@ -388,23 +366,19 @@ func (m *master) OnEvent(ev uint32) {
 	if err != nil {
 		panic(fmt.Sprintf("floor: master %s: %v", m.addr, err))
 	}
-	m.end += n
-	for m.start < m.end {
-		rep, used, err := resp.Parse(m.in[m.start:m.end])
+	for b := m.in.unread(); len(b) > 0; b = m.in.unread() {
+		rep, used, err := resp.Parse(b)
 		if err == resp.ErrIncomplete {
 			break
 		}
 		if err != nil || m.ihead == len(m.inflight) {
 			panic(fmt.Sprintf("floor: master %s: bad reply stream: %v", m.addr, err))
 		}
-		m.start += used
+		m.in.consumed(used)
 		r := m.inflight[m.ihead]
 		m.inflight[m.ihead] = nil
 		m.ihead++
 		m.vote(r, rep.IsOK())
-	}
-	if m.start == m.end {
-		m.start, m.end = 0, 0
 	}
 	if m.ihead == len(m.inflight) && len(m.qreqs) > 0 {
 		m.s.loop.Kick(m)
@@ -430,6 +404,39 @@ func (m *master) vote(r *req, yes bool) {
 		}
 	}
 	m.s.recycle(r)
+}
+
+// inbuf is a connection's input: b[start:end] is read and not yet used.
+type inbuf struct {
+	b          []byte
+	start, end int
+}
+
+// read reads once from fd after making room (moving the unused bytes to
+// the front, or doubling the buffer when it is full of them).
+func (in *inbuf) read(fd int) (int, error) {
+	if in.end == len(in.b) {
+		if in.start > 0 {
+			in.end = copy(in.b, in.b[in.start:in.end])
+			in.start = 0
+		} else {
+			in.b = append(in.b, make([]byte, len(in.b))...)
+		}
+	}
+	n, err := evloop.Read(fd, in.b[in.end:])
+	if err == nil {
+		in.end += n
+	}
+	return n, err
+}
+
+func (in *inbuf) unread() []byte { return in.b[in.start:in.end] }
+
+// consumed marks n unread bytes used.
+func (in *inbuf) consumed(n int) {
+	if in.start += n; in.start == in.end {
+		in.start, in.end = 0, 0
+	}
 }
 
 // frame returns the length of the complete RESP array command at the start
