@@ -1,0 +1,126 @@
+package floor
+
+import (
+	"fmt"
+	"io"
+	"syscall"
+
+	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/internal/resp"
+)
+
+// master is one master connection, with lockproxy's batching policy: one
+// batch in flight, what arrives meanwhile goes out with its replies.
+type master struct {
+	evloop.Kicked
+	s        *Server
+	fd       int
+	addr     string
+	index    int
+	queued   []byte // commands not yet written
+	qreqs    []*req
+	wbuf     []byte // the batch being written; wbuf[woff:] is left
+	woff     int
+	blocked  bool   // registered for Writable
+	inflight []*req // written, awaiting replies, in order
+	ihead    int
+	in       inbuf
+}
+
+func (m *master) submit(cmd []byte, r *req) {
+	first := len(m.qreqs) == 0
+	m.queued = append(m.queued, cmd...)
+	m.qreqs = append(m.qreqs, r)
+	if first {
+		m.s.loop.Kick(m)
+	}
+}
+
+// Run writes the queued batch when none is in flight (Task).
+func (m *master) Run() {
+	if m.ihead < len(m.inflight) || len(m.qreqs) == 0 {
+		return // the replies' arrival writes the next batch
+	}
+	m.wbuf, m.queued = m.queued, m.wbuf[:0]
+	m.woff = 0
+	m.inflight, m.qreqs = append(m.inflight[:0], m.qreqs...), m.qreqs[:0]
+	m.ihead = 0
+	m.write()
+}
+
+// write writes the batch; a full socket buffer waits for Writable.
+func (m *master) write() {
+	n, err := evloop.Write(m.fd, m.wbuf[m.woff:])
+	if err != nil && err != syscall.EAGAIN {
+		panic(fmt.Sprintf("floor: master %s: write: %v", m.addr, err))
+	}
+	m.woff += n
+	if blocked := m.woff < len(m.wbuf); blocked != m.blocked {
+		m.blocked = blocked
+		ev := uint32(evloop.Readable)
+		if blocked {
+			ev |= evloop.Writable
+		}
+		if err := m.s.loop.Modify(m.fd, ev); err != nil {
+			panic(fmt.Sprintf("floor: master %s: %v", m.addr, err))
+		}
+	}
+}
+
+// OnEvent reads replies and counts votes, or goes on with a write.
+func (m *master) OnEvent(ev uint32) {
+	if ev&evloop.Writable != 0 && m.woff < len(m.wbuf) {
+		m.write()
+	}
+	if ev&(evloop.Readable|evloop.Hangup|evloop.Error) == 0 {
+		return
+	}
+	n, err := m.in.read(m.fd)
+	if err == syscall.EAGAIN {
+		return
+	}
+	if err == nil && n == 0 {
+		err = io.EOF
+	}
+	if err != nil {
+		panic(fmt.Sprintf("floor: master %s: %v", m.addr, err))
+	}
+	for b := m.in.unread(); len(b) > 0; b = m.in.unread() {
+		rep, used, err := resp.Parse(b)
+		if err == resp.ErrIncomplete {
+			break
+		}
+		if err != nil || m.ihead == len(m.inflight) {
+			panic(fmt.Sprintf("floor: master %s: bad reply stream: %v", m.addr, err))
+		}
+		m.in.consumed(used)
+		r := m.inflight[m.ihead]
+		m.inflight[m.ihead] = nil
+		m.ihead++
+		m.vote(r, rep.IsOK())
+	}
+	if m.ihead == len(m.inflight) && len(m.qreqs) > 0 {
+		m.s.loop.Kick(m)
+	}
+}
+
+func (m *master) vote(r *req, yes bool) {
+	r.answered++
+	if yes {
+		r.yes++
+	} else {
+		r.no++
+	}
+	if r.reply == nil {
+		switch {
+		case r.yes >= m.s.q:
+			r.reply = replyOK
+		case r.no > len(m.s.masters)-m.s.q:
+			r.reply = replyNil
+		}
+		if r.reply != nil && !r.sent {
+			r.c.s.loop.Kick(r.c)
+		}
+	}
+	m.s.recycle(r)
+}
