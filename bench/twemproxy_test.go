@@ -390,6 +390,40 @@ func TestFloorSplit(t *testing.T) {
 	if !strings.Contains(b.String(), "- **-P 1: the fan-out alone costs about what twemproxy does** (1.03×") {
 		t.Error("report lacks the edge verdict")
 	}
+	// Over twemproxy by more than the noise, but with less than
+	// twemproxy's figure in the kernel: not "no proxy meets it" (the
+	// negative control of floorAbove's kernel condition).
+	setFloor1 := func(us, sysUs float64) {
+		for i := range res.RedisBench {
+			if r := &res.RedisBench[i]; r.Target == Floor && r.Pipeline == 1 {
+				r.CPU.Proxy = time.Duration(us * 1000 * float64(time.Microsecond))
+				r.CPU.ProxySys = time.Duration(sysUs * 1000 * float64(time.Microsecond))
+			}
+		}
+	}
+	setFloor1(10, 8)
+	if f, _ := res.floorAt(1); f.verdict() != floorOver {
+		t.Errorf("floor 10 (kernel 8) against twemproxy 9: verdict %d, want over but not in the kernel alone", f.verdict())
+	}
+	if got := res.floorCheckText(1); !strings.Contains(got, "1.11× twemproxy's, 8.00 of it in the kernel: only a fan-out leaner in user space") {
+		t.Errorf("-P 1 check, floor over in user space: %q", got)
+	}
+	b.Reset()
+	res.Markdown(&b, "test")
+	if !strings.Contains(b.String(), "but its kernel part, 8.00 µs, does not reach twemproxy's 9.00 in all") {
+		t.Error("report lacks the over-in-user-space verdict")
+	}
+	// Floor and twemproxy measured, but never in the same round: no
+	// round ratio, so no verdict (an empty median must not read as 0×,
+	// "reachable").
+	for i := range res.RedisBench {
+		if r := &res.RedisBench[i]; r.Target == Floor && r.Pipeline == 1 {
+			r.Round += 10
+		}
+	}
+	if f, ok := res.floorAt(1); ok {
+		t.Errorf("a floor verdict (ratio %.2f) without a round that measured floor and twemproxy", f.ratio)
+	}
 	// Without the floor measured, nothing is said of it.
 	res.RedisBench = slices.DeleteFunc(res.RedisBench, func(r RedisBenchResult) bool { return r.Target == Floor })
 	if _, ok := res.floorAt(16); ok || res.floorCheckText(16) != "" {

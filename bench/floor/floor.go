@@ -8,7 +8,8 @@
 //
 // It keeps none of lockproxy's guarantees on purpose: no validity, no undo
 // of a lost vote, no key queue, no deadline (a master that stops answering
-// stops the floor's clients), no limits on input, no TLS, no AUTH, no
+// stops the floor's clients; one whose connection fails votes no from then
+// on), no limits on input, no TLS, no AUTH, no
 // metrics, no locks (everything runs on the loop's one thread). It forwards
 // each command's bytes unchanged and knows SET, PING and little else.
 // Anything that is not a measurement must not use it.
@@ -32,7 +33,8 @@ type Server struct {
 	ln      net.Listener
 	masters []*master
 	q       int
-	free    []*req // recycled requests; loop only
+	free    []*req               // recycled requests; loop only
+	clients map[*client]struct{} // open client connections; loop only
 	log     *slog.Logger
 }
 
@@ -65,7 +67,7 @@ func Start(listen string, masters []string, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{loop: loop, q: len(masters)/2 + 1, log: log}
+	s := &Server{loop: loop, q: len(masters)/2 + 1, clients: map[*client]struct{}{}, log: log}
 	for i, addr := range masters {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -74,6 +76,7 @@ func Start(listen string, masters []string, log *slog.Logger) (*Server, error) {
 		}
 		fd, err := evloop.Detach(conn.(*net.TCPConn))
 		if err != nil {
+			conn.Close()
 			s.Close()
 			return nil, fmt.Errorf("floor: master %s: %w", addr, err)
 		}
@@ -96,12 +99,24 @@ func Start(listen string, masters []string, log *slog.Logger) (*Server, error) {
 // Addr is the address clients connect to.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// Close stops listening and the loop; connections are closed with the
-// process.
+// Close stops listening, closes every connection and stops the loop.
 func (s *Server) Close() {
 	if s.ln != nil {
 		s.ln.Close()
 	}
+	s.onLoop(func() error {
+		for c := range s.clients {
+			c.close()
+		}
+		for _, m := range s.masters {
+			if !m.dead {
+				m.dead = true
+				s.loop.Remove(m.fd)
+				syscall.Close(m.fd)
+			}
+		}
+		return nil
+	})
 	s.loop.Close()
 }
 
@@ -130,7 +145,9 @@ func (s *Server) accept() {
 		if err := s.loop.Post(func() {
 			if err := s.loop.Add(fd, c, evloop.Readable); err != nil {
 				syscall.Close(fd)
+				return
 			}
+			s.clients[c] = struct{}{}
 		}); err != nil {
 			syscall.Close(fd)
 			return
@@ -243,6 +260,12 @@ func (c *client) flush() {
 	}
 	if c.head == len(c.pending) {
 		c.pending, c.head = c.pending[:0], 0
+	} else if c.head > len(c.pending)/2 {
+		// A deep pipeline whose head waits: drop the answered half so
+		// that pending does not grow with every command.
+		n := copy(c.pending, c.pending[c.head:])
+		clear(c.pending[n:])
+		c.pending, c.head = c.pending[:n], 0
 	}
 	if len(c.out) == 0 {
 		return
@@ -278,6 +301,7 @@ func (c *client) close() {
 		return
 	}
 	c.closed = true
+	delete(c.s.clients, c)
 	c.s.loop.Remove(c.fd)
 	syscall.Close(c.fd)
 	// Requests still in flight keep c until their masters answer; their

@@ -1,6 +1,7 @@
 package floor
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"syscall"
@@ -25,9 +26,14 @@ type master struct {
 	inflight []*req // written, awaiting replies, in order
 	ihead    int
 	in       inbuf
+	dead     bool // closed after an error: votes no from then on
 }
 
 func (m *master) submit(cmd []byte, r *req) {
+	if m.dead {
+		m.vote(r, false)
+		return
+	}
 	first := len(m.qreqs) == 0
 	m.queued = append(m.queued, cmd...)
 	m.qreqs = append(m.qreqs, r)
@@ -38,7 +44,7 @@ func (m *master) submit(cmd []byte, r *req) {
 
 // Run writes the queued batch when none is in flight (Task).
 func (m *master) Run() {
-	if m.ihead < len(m.inflight) || len(m.qreqs) == 0 {
+	if m.dead || m.ihead < len(m.inflight) || len(m.qreqs) == 0 {
 		return // the replies' arrival writes the next batch
 	}
 	m.wbuf, m.queued = m.queued, m.wbuf[:0]
@@ -52,7 +58,8 @@ func (m *master) Run() {
 func (m *master) write() {
 	n, err := evloop.Write(m.fd, m.wbuf[m.woff:])
 	if err != nil && err != syscall.EAGAIN {
-		panic(fmt.Sprintf("floor: master %s: write: %v", m.addr, err))
+		m.fail(fmt.Errorf("write: %w", err))
+		return
 	}
 	m.woff += n
 	if blocked := m.woff < len(m.wbuf); blocked != m.blocked {
@@ -62,15 +69,20 @@ func (m *master) write() {
 			ev |= evloop.Writable
 		}
 		if err := m.s.loop.Modify(m.fd, ev); err != nil {
-			panic(fmt.Sprintf("floor: master %s: %v", m.addr, err))
+			m.fail(err)
 		}
 	}
 }
 
 // OnEvent reads replies and counts votes, or goes on with a write.
 func (m *master) OnEvent(ev uint32) {
+	if m.dead {
+		return
+	}
 	if ev&evloop.Writable != 0 && m.woff < len(m.wbuf) {
-		m.write()
+		if m.write(); m.dead {
+			return
+		}
 	}
 	if ev&(evloop.Readable|evloop.Hangup|evloop.Error) == 0 {
 		return
@@ -83,15 +95,20 @@ func (m *master) OnEvent(ev uint32) {
 		err = io.EOF
 	}
 	if err != nil {
-		panic(fmt.Sprintf("floor: master %s: %v", m.addr, err))
+		m.fail(err)
+		return
 	}
 	for b := m.in.unread(); len(b) > 0; b = m.in.unread() {
 		rep, used, err := resp.Parse(b)
 		if err == resp.ErrIncomplete {
 			break
 		}
-		if err != nil || m.ihead == len(m.inflight) {
-			panic(fmt.Sprintf("floor: master %s: bad reply stream: %v", m.addr, err))
+		if err == nil && m.ihead == len(m.inflight) {
+			err = errors.New("a reply to no command")
+		}
+		if err != nil {
+			m.fail(fmt.Errorf("bad reply stream: %w", err))
+			return
 		}
 		m.in.consumed(used)
 		r := m.inflight[m.ihead]
@@ -101,6 +118,25 @@ func (m *master) OnEvent(ev uint32) {
 	}
 	if m.ihead == len(m.inflight) && len(m.qreqs) > 0 {
 		m.s.loop.Kick(m)
+	}
+}
+
+// fail closes the master after an error, once: what it was sent and what
+// it is sent from now on counts as a no, so that clients are still
+// answered by the others (a floor with no deadline would otherwise stall
+// them, and a level-triggered fd left registered would spin the loop).
+func (m *master) fail(err error) {
+	if m.dead {
+		return
+	}
+	m.dead = true
+	m.s.log.Error("floor: master failed; it votes no until the floor is restarted", "master", m.addr, "err", err)
+	m.s.loop.Remove(m.fd)
+	syscall.Close(m.fd)
+	lost := append(m.inflight[m.ihead:], m.qreqs...)
+	m.inflight, m.ihead, m.qreqs, m.queued = nil, 0, nil, nil
+	for _, r := range lost {
+		m.vote(r, false)
 	}
 }
 
