@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/fakemaster"
 	"github.com/lockproxy/lockproxy/internal/redisproc"
 )
 
@@ -231,5 +232,28 @@ func TestChecksJudgeTheMedianRound(t *testing.T) {
 	}
 	if c := cs[2]; c.Measured() {
 		t.Errorf("acquire+release without runs: %+v, want not measured", c)
+	}
+}
+
+// TestRedisBenchmarkNoQuorumHint: a run that redis-benchmark stops on
+// lockproxy's NOQUORUM says what to do about it (a longer node_timeout);
+// any other failed run does not.
+func TestRedisBenchmarkNoQuorumHint(t *testing.T) {
+	for _, tc := range []struct {
+		reply string
+		hint  bool
+	}{
+		{"NOQUORUM 2 of 5 masters answered, 3 needed (master 127.0.0.1:1: no reply within node_timeout)", true},
+		{"ERR something else", false},
+	} {
+		m := fakemaster.Start(t)
+		m.On("SET").Error(tc.reply)
+		_, err := runRedisBenchmark(context.Background(), m.Addr(), 1, 1, 10, 10, "hint:", &cpuMeter{}, 10*time.Second)
+		if err == nil {
+			t.Fatalf("%s: redis-benchmark succeeded against error replies", tc.reply)
+		}
+		if got := strings.Contains(err.Error(), "BENCHFLAGS=-node-timeout="); got != tc.hint {
+			t.Errorf("%s: hint %v, want %v, in: %v", tc.reply, got, tc.hint, err)
+		}
 	}
 }
