@@ -44,10 +44,11 @@ const (
 // Waiter returns; the engine owns it in between.
 type Request struct {
 	// The engine's state of the vote, first: every Complete locks mu and
-	// touches the fields in its 64-byte line, then its master's Reply,
-	// which is 64 bytes and so one line of its own (Requests are 64-byte
-	// aligned by their size class). Under load, each of these is a cache
-	// miss.
+	// touches the fields in its 64-byte line, then those of the second
+	// line, then its master's Reply, which is 64 bytes and so one line of
+	// its own (Requests are 64-byte aligned by their size class). Under
+	// load, with hundreds of requests in flight, each of these is a cache
+	// miss: the per-master cost is mostly these misses.
 	mu         sync.Mutex // protects the fields up to errs
 	inDispatch bool       // decided while dispatch was still submitting
 	shortDL    bool       // the deadline is the validity left, shorter than node_timeout
@@ -61,22 +62,38 @@ type Request struct {
 	yes        int32
 	retried    bool     // this is the retry of a split vote: no further retry
 	retryGo    bool     // the retry was handed to its timer
-	_          [18]byte // replies start at byte 64
-	replies    [MaxMasters]resp.Reply
-	undoCmd    []byte // built on first use
-	errs       [MaxMasters]error
+	_          [18]byte // the second line starts at byte 64
 
-	// What the operation is; set by its constructor (ops.go).
+	// The second line: what every Complete reads besides the vote (which
+	// engine, what kind of operation and rule, the reference it drops,
+	// the requests waiting on its outcome), kept together so that it
+	// costs one miss, not four. kind, agg, rule and nkeys are set by the
+	// operation's constructor (ops.go).
+	e     *Engine
+	rule  *VoteRule // AggVote: which reply is a yes
+	nkeys int       // keys the command names (YesNumKeys, AggKeys)
+	// sups: the failed acquisitions this request, a later write of their
+	// token, superseded; supLeft: its masters whose outcome they still
+	// wait for (supersede.go). Set by supersede before the request is
+	// submitted, then changed by resolveSups under r.mu.
+	sups    []*Request
+	refs    atomic.Int32 // the submitter's, one per op sent, finish's (see Release)
+	supLeft uint16
 	kind    Kind
 	agg     Agg
-	rule    *VoteRule // AggVote: which reply is a yes
-	combine Combine   // AggVote: which reply the client gets on success
+	_       [8]byte // replies start at byte 128
+
+	replies [MaxMasters]resp.Reply
+	undoCmd []byte // built on first use
+	errs    [MaxMasters]error
+
+	// What the operation is; set by its constructor (ops.go).
+	combine Combine // AggVote: which reply the client gets on success
 	// Key serializes the request behind others on the same key from this
 	// process (at most one quorum attempt per key in flight); "" = none.
 	Key   string
 	kh    uint64 // Key's hash, for the key table and the late-undo slots
 	khSet bool   // kh is set (Submit sets it for every keyed request)
-	nkeys int    // keys the command names (YesNumKeys, AggKeys)
 	cmd   []byte // the command every master gets
 	// undoKeys, undoToken and undoOp describe the compensating command of
 	// an acquisition, built only when it fails and sent to every master
@@ -113,12 +130,10 @@ type Request struct {
 	validity  time.Duration // Acquire/Extend: remaining validity at decision
 	decidedAt int64         // batching.Now() when the outcome was published
 
-	e        *Engine
 	w        *Waiter
 	undoKey  [1][]byte    // OneUndoKey's storage
 	buf      []byte       // CmdBuffer's storage, kept when recycled
 	pooled   bool         // from NewRequest: back to the pool when refs reach 0
-	refs     atomic.Int32 // the submitter's, one per op sent, finish's (see Release)
 	deadline atomic.Int64 // batching.Now() deadline, set at dispatch
 	dlSeq    int64        // its deadline entry's sequence number + 1; 0: none to cancel (under deadlines.mu)
 	done     atomic.Bool  // decided
@@ -143,12 +158,6 @@ type Request struct {
 	keys       [][]byte
 	superseded uint16 // masters (bit i) a later write of the token went to
 	sup        *supState
-	// The failed acquisitions this request, a later write of their token,
-	// superseded; supLeft: its masters whose outcome they still wait for
-	// (supersede.go). Set by supersede before the request is submitted,
-	// then changed by resolveSups under r.mu.
-	sups    []*Request
-	supLeft uint16
 	// skip: masters this request is not sent to (a split vote's retry
 	// skips those where its parent's part is still unknown).
 	skip uint16
