@@ -209,6 +209,11 @@ func (g *Guard) validate() {
 				return
 			}
 			if b[i] == '*' {
+				if end := g.whole(b, i); end > 0 {
+					g.complete(end)
+					i = end
+					continue
+				}
 				g.st, g.num, g.digits = stCount, 0, 0
 				i++
 			} else {
@@ -223,6 +228,55 @@ func (g *Guard) validate() {
 	if g.err == nil {
 		g.scan = i
 	}
+}
+
+// whole returns the end of the multibulk command at b[i] (a '*') when it
+// is all in b, well-formed and within the limits, and 0 otherwise: then
+// framing goes over it byte by byte, keeping its state across reads, and
+// says what is wrong or waits for the rest. Almost every command arrives
+// whole, and this keeps the state in registers. It accepts exactly what
+// framing accepts (FuzzCommandStream compares a stream read whole with the
+// same stream in small pieces), and is not used before AUTH, whose limits
+// framing applies.
+func (g *Guard) whole(b []byte, i int) int {
+	if g.preauth() {
+		return 0
+	}
+	n, i, ok := digitsCRLF(b, i+1, g.MaxArgs)
+	if !ok || n == 0 {
+		return 0
+	}
+	for ; n > 0; n-- {
+		if i >= len(b) || b[i] != '$' {
+			return 0
+		}
+		l, j, ok := digitsCRLF(b, i+1, g.MaxBulk)
+		if !ok || int64(j-g.ok)+l+2 > g.MaxCommand {
+			return 0
+		}
+		end := j + int(l)
+		if end+2 > len(b) || b[end] != '\r' || b[end+1] != '\n' {
+			return 0
+		}
+		i = end + 2
+	}
+	return i
+}
+
+// digitsCRLF reads the decimal number at b[i:], at least one digit and at
+// most max, up to its CRLF; next is past the CRLF. ok is false for
+// anything else, including a number not yet all read.
+func digitsCRLF(b []byte, i int, max int64) (n int64, next int, ok bool) {
+	start := i
+	for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+		if n = n*10 + int64(b[i]-'0'); n > max {
+			return 0, 0, false
+		}
+	}
+	if i == start || i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
+		return 0, 0, false
+	}
+	return n, i + 2, true
 }
 
 // inline advances over an inline command line from b[i] and returns where

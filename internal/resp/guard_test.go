@@ -2,6 +2,7 @@ package resp
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -195,5 +196,37 @@ func TestGuardUntake(t *testing.T) {
 	}
 	if b := g.Take(); string(b) != "*1\r\n$4\r\nECHO\r\n*1\r\n$4\r\nQUIT\r\n" {
 		t.Fatalf("take after untake: %q", b)
+	}
+}
+
+// TestGuardWholeSameAsPieces: a command that arrives whole (checked at
+// once by Guard.whole) is handed on or refused exactly as when it arrives
+// a byte at a time (the framing state machine), at each limit and one
+// past it, and for every malformation whole must leave to framing.
+func TestGuardWholeSameAsPieces(t *testing.T) {
+	l := Limits{MaxBulk: 10, MaxArgs: 3, MaxCommand: 40, ReadAhead: 1024}
+	cmd := func(args ...string) string {
+		s := fmt.Sprintf("*%d\r\n", len(args))
+		for _, a := range args {
+			s += fmt.Sprintf("$%d\r\n%s\r\n", len(a), a)
+		}
+		return s
+	}
+	ping := cmd("PING")
+	for _, in := range []string{
+		cmd("GET", "k"), cmd("SET", "k", "v"), cmd("SET", "k", "0123456789"), cmd("SET", "k", "0123456789a"),
+		cmd("A", "B", "C"), cmd("A", "B", "C", "D"), cmd("SET", "", ""),
+		cmd("SET", "0123456789", "0123456"), cmd("SET", "0123456789", "01234567"), // 40 and 41 bytes
+		"*003\r\n$03\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n", "*0\r\n", "*-1\r\n", "*\r\n", "*1\n$4\r\nPING\r\n",
+		"*1\r\n$4\r\nPINGx\r\n", "*1\r\n$4\r\nPING\rx", "*1\r\n$4\r\nPING\n\r", "*1\r\n+PING\r\n", "*1\r\n$\r\n\r\n",
+		"*1\r\n$4x\r\nPING\r\n", "*2\r\n$4\r\nPING\r\n", "*1\r\n$99999999999999999999\r\n", "*99999999999999999999\r\n",
+	} {
+		for _, data := range []string{in, ping + in + ping} {
+			whole, errWhole := guardAll(l, []byte(data), len(data)+1, 4096)
+			bytewise, errBytes := guardAll(l, []byte(data), 1, 1)
+			if string(whole) != string(bytewise) || fmt.Sprint(errWhole) != fmt.Sprint(errBytes) {
+				t.Errorf("%q: whole %q (%v), a byte at a time %q (%v)", data, whole, errWhole, bytewise, errBytes)
+			}
+		}
 	}
 }
