@@ -74,6 +74,14 @@ func TestConfigErrors(t *testing.T) {
 			want: []string{"default_ttl (2ms) leaves no validity after the clock drift allowance"}},
 		{name: "input total below four commands", toml: "client_query_buffer_total = 1000000\n" + masters, line: 1,
 			want: []string{"client_query_buffer_total 1000000 must be at least 4 × client_query_buffer_limit (8388608)"}},
+		// Limits near the int64 limit: the checks must not wrap and let
+		// them through (the guard's arithmetic on them would).
+		{name: "bulk length at the int64 limit", toml: "proto_max_bulk_len = 9223372036854775807\nclient_query_buffer_limit = 9223372036854775807\n" + masters, line: 2,
+			want: []string{"client_query_buffer_limit 9223372036854775807 must exceed proto_max_bulk_len (9223372036854775807) by at least 64"}},
+		{name: "query buffer at the int64 limit", toml: "proto_max_bulk_len = 1000\nclient_query_buffer_limit = 9223372036854775807\nclient_query_buffer_total = 9223372036854775807\n" + masters, line: 3,
+			want: []string{"client_query_buffer_total 9223372036854775807 must be at least 4 × client_query_buffer_limit (9223372036854775807)"}},
+		{name: "negative query buffer", toml: "client_query_buffer_limit = -9223372036854775808\n" + masters, line: 1,
+			want: []string{"client_query_buffer_limit -9223372036854775808 must exceed proto_max_bulk_len"}},
 		{name: "drift factor", toml: masters + "clock_drift_factor = 0.7\n", line: 3,
 			want: []string{"quorum.clock_drift_factor 0.7 is outside [0, 0.5)"}},
 		{name: "listen not host:port", toml: "listen = \"7379\"\n" + masters, line: 1,

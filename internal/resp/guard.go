@@ -251,7 +251,7 @@ func (g *Guard) whole(b []byte, i int) int {
 			return 0
 		}
 		l, j, ok := digitsCRLF(b, i+1, g.MaxBulk)
-		if !ok || int64(j-g.ok)+l+2 > g.MaxCommand {
+		if !ok || l > g.MaxCommand-int64(j-g.ok)-2 { // no sum that could wrap
 			return 0
 		}
 		end := j + int(l)
@@ -269,9 +269,10 @@ func (g *Guard) whole(b []byte, i int) int {
 func digitsCRLF(b []byte, i int, max int64) (n int64, next int, ok bool) {
 	start := i
 	for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
-		if n = n*10 + int64(b[i]-'0'); n > max {
+		if overTen(n, int64(b[i]-'0'), max) {
 			return 0, 0, false
 		}
+		n = n*10 + int64(b[i]-'0')
 	}
 	if i == start || i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
 		return 0, 0, false
@@ -308,12 +309,12 @@ func (g *Guard) framing(b []byte, i int) int {
 		switch g.st {
 		case stCount, stLen:
 			if '0' <= c && c <= '9' {
-				g.num = g.num*10 + int64(c-'0')
-				g.digits++
-				if g.num > g.limit() {
-					g.numberError(c)
+				if overTen(g.num, int64(c-'0'), g.limit()) {
+					g.overLimit()
 					return i
 				}
+				g.num = g.num*10 + int64(c-'0')
+				g.digits++
 				continue
 			}
 			if c != '\r' || g.digits == 0 || (g.num == 0 && g.st == stCount) || g.overPreauth() {
@@ -333,7 +334,7 @@ func (g *Guard) framing(b []byte, i int) int {
 				return i
 			}
 			g.bulk, g.st = g.num, stData
-			if int64(i+1-g.ok)+g.bulk+2 > g.MaxCommand {
+			if g.bulk > g.MaxCommand-int64(i+1-g.ok)-2 { // no sum that could wrap
 				g.fail(fmt.Sprintf("command larger than %d bytes (client_query_buffer_limit in config.toml)", g.MaxCommand))
 				return i
 			}
@@ -389,15 +390,27 @@ func (g *Guard) overPreauth() bool {
 	return g.num > pre && g.preauth()
 }
 
-// numberError fails the stream at byte c of a count or a length.
-func (g *Guard) numberError(c byte) {
-	what, key, pre := "multibulk", "proto_max_args", preauthMaxArgs
+// overTen reports whether n*10 + d is over max, without computing it (it
+// could wrap when max is near the int64 limit).
+func overTen(n, d, max int64) bool { return max < d || n > (max-d)/10 }
+
+// overLimit fails the stream at a count or a length over its limit.
+func (g *Guard) overLimit() {
+	what, key := "multibulk", "proto_max_args"
 	if g.st == stLen {
-		what, key, pre = "bulk", "proto_max_bulk_len", preauthMaxBulk
+		what, key = "bulk", "proto_max_bulk_len"
+	}
+	g.fail(fmt.Sprintf("invalid %s length: over %d (%s in config.toml)", what, g.limit(), key))
+}
+
+// numberError fails the stream at byte c of a count or a length that is
+// not a number ended by CRLF, or over the pre-auth limit.
+func (g *Guard) numberError(c byte) {
+	what, pre := "multibulk", preauthMaxArgs
+	if g.st == stLen {
+		what, pre = "bulk", preauthMaxBulk
 	}
 	switch {
-	case g.num > g.limit():
-		g.fail(fmt.Sprintf("invalid %s length: over %d (%s in config.toml)", what, g.limit(), key))
 	case c == '\r' && g.digits > 0 && (g.num > 0 || g.st == stLen):
 		// Over the pre-auth limit: Redis's text, and what to do about it.
 		g.fail(fmt.Sprintf("unauthenticated %s length (over %d before AUTH, as Redis; requirepass is set: authenticate first)", what, pre))

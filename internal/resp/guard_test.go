@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"testing"
 )
@@ -213,6 +214,31 @@ func TestGuardWholeSameAsPieces(t *testing.T) {
 		return s
 	}
 	ping := cmd("PING")
+	same := func(l Limits, data string) {
+		t.Helper()
+		whole, errWhole := guardAll(l, []byte(data), len(data)+1, 4096)
+		bytewise, errBytes := guardAll(l, []byte(data), 1, 1)
+		if string(whole) != string(bytewise) || fmt.Sprint(errWhole) != fmt.Sprint(errBytes) {
+			t.Errorf("%q: whole %q (%v), a byte at a time %q (%v)", data, whole, errWhole, bytewise, errBytes)
+		}
+	}
+	// Limits at the int64 limit (a configuration may ask for them): no
+	// length or size sum may wrap, in either path. Before overTen and the
+	// subtraction, whole indexed b at a wrapped, negative end (a panic),
+	// and the digits of a length past 2^64 wrapped to a small one.
+	huge := Limits{MaxBulk: math.MaxInt64, MaxArgs: math.MaxInt64, MaxCommand: math.MaxInt64, ReadAhead: 1024}
+	for _, in := range []string{
+		"*1\r\n$9223372036854775807\r\nx", "*1\r\n$9223372036854775780\r\nx", "*1\r\n$00009223372036854775790\r\nx",
+		"*1\r\n$18446744073709551617\r\nx\r\n", "*18446744073709551617\r\n$1\r\nx\r\n", "*1\r\n$9223372036854775808\r\n",
+		cmd("SET", "k", "v"),
+	} {
+		same(huge, in)
+		same(Limits{MaxBulk: math.MaxInt64 / 10, MaxArgs: 3, MaxCommand: math.MaxInt64 - 1, ReadAhead: 1024}, in)
+	}
+	if got, err := guardAll(huge, []byte("*1\r\n$18446744073709551617\r\nx\r\n"), 64, 64); len(got) != 0 ||
+		!strings.Contains(fmt.Sprint(err), "invalid bulk length: over 9223372036854775807") {
+		t.Errorf("a length past 2^64 under a limit of 2^63-1: handed on %q, %v", got, err)
+	}
 	for _, in := range []string{
 		cmd("GET", "k"), cmd("SET", "k", "v"), cmd("SET", "k", "0123456789"), cmd("SET", "k", "0123456789a"),
 		cmd("A", "B", "C"), cmd("A", "B", "C", "D"), cmd("SET", "", ""),
@@ -222,11 +248,7 @@ func TestGuardWholeSameAsPieces(t *testing.T) {
 		"*1\r\n$4x\r\nPING\r\n", "*2\r\n$4\r\nPING\r\n", "*1\r\n$99999999999999999999\r\n", "*99999999999999999999\r\n",
 	} {
 		for _, data := range []string{in, ping + in + ping} {
-			whole, errWhole := guardAll(l, []byte(data), len(data)+1, 4096)
-			bytewise, errBytes := guardAll(l, []byte(data), 1, 1)
-			if string(whole) != string(bytewise) || fmt.Sprint(errWhole) != fmt.Sprint(errBytes) {
-				t.Errorf("%q: whole %q (%v), a byte at a time %q (%v)", data, whole, errWhole, bytewise, errBytes)
-			}
+			same(l, data)
 		}
 	}
 }
