@@ -95,6 +95,9 @@ func (res *Results) fanOut(p int) (fanOutCost, bool) {
 	s1, _ := res.medianFig(LockproxyOne, p, sys)
 	sn, _ := res.medianFig(Lockproxy, p, sys)
 	ratios := res.proxyRatios(p, LockproxyOne, Twemproxy)
+	if len(ratios) == 0 {
+		return fanOutCost{}, false // no round measured both: no ratio to give
+	}
 	further := float64(n - 1)
 	return fanOutCost{twem: twem, one: one, all: all, oneRatio: median(ratios),
 		perMaster: (all - one) / further, pmUser: (un - u1) / further, pmSys: (sn - s1) / further,

@@ -109,6 +109,15 @@ func TestFanOutSplit(t *testing.T) {
 	if _, ok := res.fanOut(1); ok {
 		t.Error("a split at -P 1, which was not measured")
 	}
+	// lockproxy1 and twemproxy never in the same round: no ratio, no
+	// split (an empty median would read 0.00x).
+	apart := &Results{Config: res.Config}
+	for i := 1; i <= 3; i++ {
+		apart.RedisBench = append(apart.RedisBench, run(Twemproxy, i, 2, 0.8), run(Lockproxy, i, 3.2, 1.0), run(LockproxyOne, i+10, 1.6, 0.6))
+	}
+	if f, ok := apart.fanOut(16); ok {
+		t.Errorf("a split (lockproxy1 %.2fx twemproxy) without a round that measured both", f.oneRatio)
+	}
 	cs := res.proxyCPUChecks()
 	if !strings.Contains(cs[1].Value, "lockproxy on 1 master 1.60 µs, 0.80× twemproxy's: the rest comes with the other masters, 0.40 µs per further master") {
 		t.Errorf("-P 16 check: %q", cs[1].Value)
@@ -405,12 +414,12 @@ func TestFloorSplit(t *testing.T) {
 	if f, _ := res.floorAt(1); f.verdict() != floorOver {
 		t.Errorf("floor 10 (kernel 8) against twemproxy 9: verdict %d, want over but not in the kernel alone", f.verdict())
 	}
-	if got := res.floorCheckText(1); !strings.Contains(got, "1.11× twemproxy's, 8.00 of it in the kernel: only a fan-out leaner in user space") {
+	if got := res.floorCheckText(1); !strings.Contains(got, "1.11× twemproxy's, 8.00 µs of it in the kernel: only a fan-out that spends under 1.00 µs in user space, where the floor spends 2.00") {
 		t.Errorf("-P 1 check, floor over in user space: %q", got)
 	}
 	b.Reset()
 	res.Markdown(&b, "test")
-	if !strings.Contains(b.String(), "but its kernel part, 8.00 µs, does not reach twemproxy's 9.00 in all") {
+	if !strings.Contains(b.String(), "but its kernel part, 8.00 µs, does not reach twemproxy's 9.00 in all: the target is out of reach of a proxy built like the floor on this machine, and within reach only of one that spends under 1.00 µs per request in user space") {
 		t.Error("report lacks the over-in-user-space verdict")
 	}
 	// Floor and twemproxy measured, but never in the same round: no

@@ -49,7 +49,7 @@ type Request struct {
 	// its own (Requests are 64-byte aligned by their size class). Under
 	// load, with hundreds of requests in flight, each of these is a cache
 	// miss: the per-master cost is mostly these misses.
-	mu         sync.Mutex // protects the fields up to errs
+	mu         sync.Mutex // protects the first line, sups and supLeft, replies, undoCmd and errs
 	inDispatch bool       // decided while dispatch was still submitting
 	shortDL    bool       // the deadline is the validity left, shorter than node_timeout
 	decidedIn  bool
@@ -68,7 +68,8 @@ type Request struct {
 	// engine, what kind of operation and rule, the reference it drops,
 	// the requests waiting on its outcome), kept together so that it
 	// costs one miss, not four. kind, agg, rule and nkeys are set by the
-	// operation's constructor (ops.go).
+	// operation's constructor (ops.go) and e by Submit, and do not change
+	// after; refs is atomic, never under mu.
 	e     *Engine
 	rule  *VoteRule // AggVote: which reply is a yes
 	nkeys int       // keys the command names (YesNumKeys, AggKeys)

@@ -35,6 +35,7 @@ type Server struct {
 	q       int
 	free    []*req               // recycled requests; loop only
 	clients map[*client]struct{} // open client connections; loop only
+	closing bool                 // Close has closed the connections; loop only
 	log     *slog.Logger
 }
 
@@ -105,6 +106,7 @@ func (s *Server) Close() {
 		s.ln.Close()
 	}
 	s.onLoop(func() error {
+		s.closing = true
 		for c := range s.clients {
 			c.close()
 		}
@@ -143,6 +145,10 @@ func (s *Server) accept() {
 		}
 		c := &client{s: s, fd: fd, in: inbuf{b: make([]byte, 16<<10)}}
 		if err := s.loop.Post(func() {
+			if s.closing {
+				syscall.Close(fd) // accepted as Close ran: nothing would close it
+				return
+			}
 			if err := s.loop.Add(fd, c, evloop.Readable); err != nil {
 				syscall.Close(fd)
 				return
