@@ -9,3 +9,14 @@ func SetRecycleHook(f func(*Request)) { onRecycle = f }
 // nothing restored (the negative control of the test that shows why the
 // repair exists).
 func SetCounterRepair(e *Engine, on bool) { e.noRepair.Store(!on) }
+
+// SetCheckedHook makes f see each marker check once its answer is applied
+// and what it lifts is lifted, with the check's lock held (nil: none).
+// Engines of other tests call it too: f filters by engine.
+func SetCheckedHook(f func(e *Engine, master int)) {
+	if f == nil {
+		onChecked.Store(nil)
+		return
+	}
+	onChecked.Store(&f)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -145,17 +146,13 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if taint && mode != "peek" {
-		w.policy.taintPending = false
-		if w.policy.policy == "noeviction" {
-			m.e.unbar(w.i, barEvicting)
-		}
-	}
-	if mode != "peek" {
-		w.checked(started)
+		w.policy.taintPending = false // written (applyMarker may ask again)
 	}
 	if w.epoch != epoch {
 		// The pipeline reconnected while we asked: this answer may be
-		// about another process. Ask again.
+		// about another process. Ask again. The reconnection's own
+		// quarantine keeps its votes out meanwhile.
+		w.lifted(mode, taint, started)
 		w.poke()
 		return nil
 	}
@@ -173,9 +170,34 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 	if mode == "bootstrap" || m.boot.isDecided() {
 		w.booted = true
 	}
+	// The answer's quarantine first, then what the check lifts: the other
+	// way round, a master found blank after its provisional quarantine
+	// ran out (bootstrap waited longer than max_ttl) voted between the
+	// two.
 	w.applyMarker(rep, received, l)
+	w.lifted(mode, taint, started)
+	if h := onChecked.Load(); h != nil {
+		(*h)(m.e, w.i)
+	}
 	return nil
 }
+
+// lifted records what a check that answered lifts: the bar of an evicting
+// policy once the taint is written, and the bar of a stale check. w.mu is
+// held; called after the answer's quarantine is applied.
+func (w *watch) lifted(mode string, taint bool, started time.Time) {
+	if mode == "peek" {
+		return
+	}
+	if taint && w.policy.policy == "noeviction" {
+		w.m.e.unbar(w.i, barEvicting)
+	}
+	w.checked(started)
+}
+
+// onChecked, when set by a test, sees each check once its answer is
+// applied (checkMarker), with the check's w.mu held.
+var onChecked atomic.Pointer[func(e *Engine, master int)]
 
 // recordedAnswer notes this master's record of max_ttl. It reports
 // whether the master recorded a longer max_ttl than was known before.

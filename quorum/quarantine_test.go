@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,13 +219,40 @@ func TestQuarantineBootstrapNeedsEveryMaster(t *testing.T) {
 	}
 	masters := redisproc.ForTest(t, 3)
 	masters[2].Kill()
+	// max_ttl (2s) is shorter than the bootstrap wait (5s): the masters'
+	// provisional quarantine has run out when bootstrap gives up. The
+	// check that then finds them blank must quarantine them before it
+	// lifts its bar on unchecked masters, or they vote in between: the
+	// hook sees each master's state right after its first check.
+	var self atomic.Pointer[quorum.Engine]
+	var mu sync.Mutex
+	first := map[int]bool{} // master: voting after its first check
+	quorum.SetCheckedHook(func(e *quorum.Engine, i int) {
+		if e != self.Load() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if _, seen := first[i]; !seen {
+			first[i] = e.Masters()[i].Voting()
+		}
+	})
+	t.Cleanup(func() { quorum.SetCheckedHook(nil) })
 	e := startEngine(t, masters, bootstrap)
+	self.Store(e)
 	start := time.Now()
 	poll(t, "blank masters quarantined after the bootstrap wait", func() bool {
-		return marker(t, masters[0]) != "(nil)" && marker(t, masters[1]) != "(nil)"
+		mu.Lock()
+		defer mu.Unlock()
+		return len(first) == 2 && marker(t, masters[0]) != "(nil)" && marker(t, masters[1]) != "(nil)"
 	})
 	if took := time.Since(start); took < 4*time.Second {
 		t.Fatalf("bootstrap gave up after %v, before waiting for the silent master", took)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if first[0] || first[1] {
+		t.Fatalf("blank masters voted once their first check answered: %v", first)
 	}
 	if v := voting(e); v[0] || v[1] {
 		t.Fatalf("blank masters vote without bootstrap: %v", v)
