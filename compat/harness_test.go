@@ -262,12 +262,13 @@ func (e *env) checkHeld(t *testing.T, key, token string) error {
 // such a lock may stay on a quorum only (a safe grant, as Redlock's).
 func (e *env) checkGranted(t *testing.T, key, token string) error {
 	t.Helper()
-	mine := func(v string) bool { return v == token }
+	members := sortedList(strings.Split(token, ","))
+	mine := func(v string) bool { return v == token || v == members } // as checkHeld
 	if got := e.values(t, key); count(got, mine) < e.quorum {
 		return fmt.Errorf("%s = %q on %d masters, want a quorum (%d): %q", key, token, count(got, mine), e.quorum, got)
 	}
 	if !poll(func() bool {
-		return count(e.values(t, key), func(v string) bool { return v != token && v != "(nil)" }) == 0
+		return count(e.values(t, key), func(v string) bool { return !mine(v) && v != "(nil)" }) == 0
 	}) {
 		return fmt.Errorf("%s held by another than %q on some master: %q", key, token, e.values(t, key))
 	}

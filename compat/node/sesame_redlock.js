@@ -99,9 +99,13 @@ async function lifecycle() {
   const start = Date.now();
   const next = await patient.acquire([a], 10000);
   expect(Date.now() - start >= 400, `a lock held for 800ms was taken after ${Date.now() - start}ms`);
-  await check("held", a, next.value);
+  // "granted", not "held": the expired lock's keys vanish from the masters
+  // at slightly different moments (each was written at its own), so a
+  // retry in between is granted by a quorum and refused where the old key
+  // was still there; the lock then lives on a quorum only, as Redlock's.
+  await check("granted", a, next.value);
   await rejects(short.release(), ExecutionError, "release of an expired, retaken lock");
-  await check("held", a, next.value);
+  await check("granted", a, next.value);
   await next.release();
   await check("gone", a);
 

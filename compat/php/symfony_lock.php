@@ -122,10 +122,13 @@ $start = microtime(true);
 expect($waiter->acquire(true), 'blocking acquire returned false');
 $waited = microtime(true) - $start;
 expect($waited >= 0.5, "a lock held for 1s was taken after {$waited}s");
-check('held', $resource, holder($waiterKey));
+// 'granted', not 'held': the expired lock's keys vanish from the masters at
+// slightly different moments, so a retry in between is granted by a quorum
+// and refused where the old key was still there.
+check('granted', $resource, holder($waiterKey));
 expect(!$short->isAcquired(), 'the expired lock still says it is acquired');
 $short->release();
-check('held', $resource, holder($waiterKey));
+check('granted', $resource, holder($waiterKey));
 $waiter->release();
 check('gone', $resource);
 

@@ -134,10 +134,13 @@ def main():
     taker = c2.lock(name, timeout=5)
     expect(taker.acquire(blocking=True, blocking_timeout=3), "no one got the lock after it expired")
     tok_t = taker.local.token.decode()
-    check("held", name, tok_t)
+    # "granted", not "held": the expired lock's keys vanish from the
+    # masters at slightly different moments, so a retry in between is
+    # granted by a quorum and refused where the old key was still there.
+    check("granted", name, tok_t)
     expect(not short.owned(), "expired holder still owns the lock")
     raises(LockNotOwnedError, short.release, "release of an expired lock taken by another")
-    check("held", name, tok_t)
+    check("granted", name, tok_t)
 
     # The context manager form.
     taker.release()
