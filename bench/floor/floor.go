@@ -111,11 +111,7 @@ func (s *Server) Close() {
 			c.close()
 		}
 		for _, m := range s.masters {
-			if !m.dead {
-				m.dead = true
-				s.loop.Remove(m.fd)
-				syscall.Close(m.fd)
-			}
+			m.shut()
 		}
 		return nil
 	})

@@ -129,15 +129,23 @@ func (m *master) fail(err error) {
 	if m.dead {
 		return
 	}
-	m.dead = true
+	m.shut()
 	m.s.log.Error("floor: master failed; it votes no until the floor is restarted", "master", m.addr, "err", err)
-	m.s.loop.Remove(m.fd)
-	syscall.Close(m.fd)
 	lost := append(m.inflight[m.ihead:], m.qreqs...)
 	m.inflight, m.ihead, m.qreqs, m.queued = nil, 0, nil, nil
 	for _, r := range lost {
 		m.vote(r, false)
 	}
+}
+
+// shut closes the master's connection, once, and marks it dead.
+func (m *master) shut() {
+	if m.dead {
+		return
+	}
+	m.dead = true
+	m.s.loop.Remove(m.fd)
+	syscall.Close(m.fd)
 }
 
 func (m *master) vote(r *req, yes bool) {

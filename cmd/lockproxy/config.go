@@ -304,9 +304,7 @@ func (c *fileConfig) checkLimits() error {
 		return fmt.Errorf("%s: proto_max_bulk_len %d must be at least 1 (bytes)", at("proto_max_bulk_len"), c.ProtoMaxBulkLen)
 	case c.ProtoMaxArgs < 3:
 		return fmt.Errorf("%s: proto_max_args %d must be at least 3 (SET key value …)", at("proto_max_args"), c.ProtoMaxArgs)
-	case c.ClientQueryBufferLimit < 65:
-		return fmt.Errorf("%s: client_query_buffer_limit %d must exceed proto_max_bulk_len (%d) by at least 64: a command holds its largest argument", at("client_query_buffer_limit"), c.ClientQueryBufferLimit, c.ProtoMaxBulkLen)
-	case c.ClientQueryBufferLimit-64 < c.ProtoMaxBulkLen: // not ProtoMaxBulkLen+64, which wraps near the int limit
+	case c.ClientQueryBufferLimit < 65 || c.ClientQueryBufferLimit-64 < c.ProtoMaxBulkLen: // not ProtoMaxBulkLen+64, which wraps near the int limit
 		return fmt.Errorf("%s: client_query_buffer_limit %d must exceed proto_max_bulk_len (%d) by at least 64: a command holds its largest argument", at("client_query_buffer_limit"), c.ClientQueryBufferLimit, c.ProtoMaxBulkLen)
 	case c.ClientQueryBufferTotal/4 < int64(c.ClientQueryBufferLimit): // not 4 × the limit, which wraps
 		return fmt.Errorf("%s: client_query_buffer_total %d must be at least 4 × client_query_buffer_limit (%d): the longest command, with what is read ahead and the TLS reader's copy, must fit beside others", at("client_query_buffer_total"), c.ClientQueryBufferTotal, c.ClientQueryBufferLimit)
