@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // hostile scripts: each must end in a refusal of its class, with its
@@ -138,4 +139,39 @@ func measure(f func()) (total, peak uint64) {
 		peak = h - before.HeapAlloc
 	}
 	return after.TotalAlloc - before.TotalAlloc, peak
+}
+
+// TestRefusalTextBounded: a refusal quotes what the script built at run
+// time (a key, an error message, a reply), and its text goes to the client
+// and into the proxy's cache of verdicts by sha1. Each field is cut to
+// MaxRefusalField, so a script cannot make its refusal as large as its
+// string budget (a 120 KB key quoted three times was 1.4 MB, and 4,096
+// of them in the cache 6 GB).
+func TestRefusalTextBounded(t *testing.T) {
+	const most = len("script refused: ") + 4*(MaxRefusalField+len("probe: ; ")) + 2
+	for _, c := range []struct{ name, body string }{
+		{"key built at run time", `local k = string.rep("\200", 120000) return redis.call("GET", k)`},
+		{"long error message", `error(string.rep("e", 200000))`},
+		{"long error after a key", `redis.call("GET", KEYS[1]) error(string.rep("é", 100000))`},
+		{"long reply", `redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) return string.rep("r", 20000)`},
+		{"long command name", `return redis.call(string.rep("c", 50000), KEYS[1])`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Analyze([]byte(c.body), Options{})
+			var r *Refusal
+			if !errors.As(err, &r) {
+				t.Fatalf("got %v; want a refusal", err)
+			}
+			msg := r.Error()
+			if len(msg) > most {
+				t.Errorf("refusal text is %d bytes, want at most %d: %.300q…", len(msg), most, msg)
+			}
+			if !utf8.ValidString(msg) {
+				t.Errorf("refusal text is not valid UTF-8 after the cut: %.300q…", msg)
+			}
+			if !strings.Contains(msg, "bytes)") {
+				t.Errorf("refusal text does not say what was cut: %q", msg)
+			}
+		})
+	}
 }

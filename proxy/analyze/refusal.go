@@ -1,6 +1,10 @@
 package analyze
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
 
 // Class groups refusals by cause, for callers and tests that act on the cause
 // rather than on the text.
@@ -42,21 +46,28 @@ type Refusal struct {
 	Reason  string // what did not fit, in words
 }
 
-// Error renders the refusal on one line: the reason, then where it happened.
+// MaxRefusalField bounds each field of a refusal's text (Error): a field
+// may quote strings the script built at run time (a key, an error message,
+// a reply), up to the run's string budget, and the text is sent to the
+// client and kept with the script's sha1 by the proxy's cache.
+const MaxRefusalField = 256
+
+// Error renders the refusal on one line: the reason, then where it happened,
+// each field cut to MaxRefusalField bytes.
 // The text is part of lockproxy's client-visible contract (docs/analyzer.md).
 func (r *Refusal) Error() string {
 	var b strings.Builder
 	b.WriteString("script refused: ")
-	b.WriteString(r.Reason)
+	b.WriteString(clip(r.Reason))
 	var where []string
 	if r.Probe != "" {
-		where = append(where, "probe: "+r.Probe)
+		where = append(where, "probe: "+clip(r.Probe))
 	}
 	if r.Command != "" {
-		where = append(where, "command: "+r.Command)
+		where = append(where, "command: "+clip(r.Command))
 	}
 	if r.Arg != "" {
-		where = append(where, "argument: "+r.Arg)
+		where = append(where, "argument: "+clip(r.Arg))
 	}
 	if len(where) > 0 {
 		b.WriteString(" (")
@@ -64,4 +75,18 @@ func (r *Refusal) Error() string {
 		b.WriteString(")")
 	}
 	return b.String()
+}
+
+// clip cuts s to at most MaxRefusalField bytes, on a UTF-8 boundary, and
+// says how long it was.
+func clip(s string) string {
+	if len(s) <= MaxRefusalField {
+		return s
+	}
+	tail := fmt.Sprintf("… (%d bytes)", len(s))
+	cut := MaxRefusalField - len(tail)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + tail
 }

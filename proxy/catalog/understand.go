@@ -3,8 +3,10 @@ package catalog
 import (
 	"container/list"
 	"context"
+	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lockproxy/lockproxy/proxy/analyze"
 )
@@ -88,6 +90,24 @@ type refusal struct{ msg string }
 
 func (r *refusal) Error() string { return r.msg }
 
+// maxRefusalText bounds a refusal's text, which is kept with the script's
+// sha1 and sent to every client that runs it. The analyzer cuts each part
+// of its own texts shorter (analyze.MaxRefusalField); this also bounds
+// texts made here from a script's semantics.
+const maxRefusalText = 2048
+
+func clipRefusal(msg string) string {
+	if len(msg) <= maxRefusalText {
+		return msg
+	}
+	tail := fmt.Sprintf("… (%d bytes)", len(msg))
+	cut := maxRefusalText - len(tail)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + tail
+}
+
 // Lookup returns what is known of sha (lower-case hex): a script, or the
 // reason it is refused; known is false while it was never analyzed (or
 // was forgotten).
@@ -145,7 +165,7 @@ func (u *Understander) run(body []byte, sha string, j *Analysis) {
 		sc, err = fromSemantics(body, sha, sem, u.maxTTL, u.drift)
 	}
 	if err != nil {
-		err = &refusal{msg: err.Error()}
+		err = &refusal{msg: clipRefusal(err.Error())}
 	}
 	u.settle(sha, j, sc, err)
 }
