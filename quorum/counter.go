@@ -144,11 +144,18 @@ func (r *Request) voteErr(master int) error {
 // quarantine waits for locks it lost to expire, and restored counters have
 // nothing to wait for (repair.go). Unchecked, bootstrapping, evicting or
 // stale masters do not vote, as for locks.
+//
+// The quarantine is read before the repair flag: a check that finds the
+// master lost its data stores the flag first and the quarantine's reason
+// after (applyMarker), so a reader that sees the reason WhyRestarted also
+// sees the flag. Read the other way round, a reply between the two stores
+// saw no repair pending and a restart, and counted a vote of a master
+// whose counters were gone.
 func (e *Engine) noCounterVote(i int) error {
+	err := e.noVote(i)
 	if e.repairs[i].Load() {
 		return ErrRepairPending
 	}
-	err := e.noVote(i)
 	var q *QuarantineError
 	if errors.As(err, &q) && (q.Why == WhyRestarted || q.Why == WhyEvicting) && e.cfg.Quarantine && !e.noRepair.Load() {
 		// Its loss was recorded with the quarantine, and its repair is
