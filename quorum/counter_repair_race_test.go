@@ -58,7 +58,7 @@ func TestCounterVoteWhileRepairFlagsChange(t *testing.T) {
 		now := time.Now().UnixMilli()
 		rep := markerReply{now: now, state: "new", start: now, end: now + l.Milliseconds(), repair: "p:1"}
 		w.mu.Lock()
-		w.applyMarker(rep, time.Now(), l)
+		w.applyMarker(rep, time.Now(), l, true)
 		w.mu.Unlock()
 		stop.Store(true)
 		wg.Wait()

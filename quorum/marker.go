@@ -21,7 +21,10 @@ import (
 // ARGV[2] the mode: "peek" (never write), "bootstrap" (create a missing
 // marker as "ok"), "check" (create it as a quarantine); ARGV[3] this
 // proxy's max_ttl in ms, ARGV[4] the record grace in ms, ARGV[5] "1" when
-// the master was seen with an evicting policy (start a quarantine now).
+// the master was seen with an evicting policy (start a quarantine now),
+// ARGV[6] "0" when a quarantine that has run out must not end yet (this
+// proxy has not checked every other master since the master stopped
+// voting: liftable).
 // It returns {master_now_ms, state, end_ms, start_ms, recorded_ms, repair}:
 // state "none" (peek only), "ok", "new" (quarantine just started) or
 // "quarantined"; recorded is the longest max_ttl recorded on this master;
@@ -31,6 +34,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local L = tonumber(ARGV[1])
 local write = ARGV[2] ~= 'peek'
+local lift = ARGV[6] ~= '0'
 local recorded = 0
 if write then
   local keep = now + tonumber(ARGV[3]) + tonumber(ARGV[4])
@@ -85,7 +89,7 @@ if start and till then
     till = start + L
     if write then quarantine(start, till) end
   end
-  if till <= now then
+  if till <= now and lift then
     if write then redis.call('SET', KEYS[1], 'ok') end
     return out('ok', 0, 0)
   end
@@ -122,14 +126,20 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 			mode = "bootstrap"
 		}
 	}
+	since := w.since
 	w.mu.Unlock()
 	taintArg := "0"
 	if taint {
 		taintArg = "1"
 	}
+	lift := m.liftable(w.i, since)
+	liftArg := "1"
+	if !lift {
+		liftArg = "0"
+	}
 	ctx, cancel := context.WithTimeout(m.ctx, checkTimeout)
 	res, err := m.script.Exec(ctx, client, []string{MarkerKey, MaxTTLKey, RepairKey},
-		[]string{msArg(m.quarantineLen()), mode, strconv.FormatInt(m.ownTTL, 10), msArg(m.grace), taintArg}).ToArray()
+		[]string{msArg(m.quarantineLen()), mode, strconv.FormatInt(m.ownTTL, 10), msArg(m.grace), taintArg, liftArg}).ToArray()
 	cancel()
 	received := time.Now()
 	var rep markerReply
@@ -145,6 +155,9 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 	l := m.quarantineLen() // may have grown since the script ran
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if mode != "peek" {
+		w.tried = started // its max_ttl records are read (liftable)
+	}
 	if taint && mode != "peek" {
 		w.policy.taintPending = false // written (applyMarker may ask again)
 	}
@@ -174,7 +187,7 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 	// way round, a master found blank after its provisional quarantine
 	// ran out (bootstrap waited longer than max_ttl) voted between the
 	// two.
-	w.applyMarker(rep, received, l)
+	w.applyMarker(rep, received, l, lift)
 	w.lifted(mode, taint, started)
 	if h := onChecked.Load(); h != nil {
 		(*h)(m.e, w.i)
@@ -214,8 +227,10 @@ func (w *watch) recordedAnswer(rep markerReply, mode string) (longer bool) {
 
 // applyMarker sets the master's quarantine from the marker, extended to
 // start+l where l, the longest max_ttl known now, exceeds what the script
-// was given (the marker follows at the next check). w.mu is held.
-func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration) {
+// was given (the marker follows at the next check). A quarantine that has
+// run out stays while it may not lift (liftable), until a check shortly
+// after. w.mu is held.
+func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration, lift bool) {
 	m := w.m
 	w.repairState(rep.repair) // before the quarantine may lift
 	if rep.state == "ok" && !w.policy.evictedAt.IsZero() && time.Since(w.policy.evictedAt) < l {
@@ -263,6 +278,12 @@ func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration
 				msg = "master quarantined: it carries no lockproxy marker, so it restarted without its data (or is new); its votes do not count until the longest lock it may have lost has expired"
 			}
 			m.e.cfg.Logger.Warn(msg, "master", w.addr, "until", until.UTC().Format(time.RFC3339Nano), "length", time.Duration(rep.end-rep.start)*time.Millisecond)
+		}
+		if recheck := received.Add(min(m.e.cfg.QuarantineCheck, 250*time.Millisecond)); !lift && until.Before(recheck) {
+			until = recheck // the other masters were kicked (liftable)
+		}
+		if w.state == verifiedOK {
+			w.since = received
 		}
 		w.state, w.until, w.start = quarantined, until, start
 		m.e.setQuarantine(w.i, until, why)

@@ -132,9 +132,16 @@ type watch struct {
 	lastErr  string    // last check error, logged once
 	recorded int64     // the longest max_ttl (ms) this master records
 	fresh    time.Time // when the last successful check started
-	policy   policyState
-	client   rueidis.Client // the checks' client, also the counters' repair's (repair.go)
-	repair   repairState
+	// since: when the master last stopped voting (a reconnection, or a
+	// quarantine found by a check). Its quarantine lifts only once every
+	// other master has had a check that started after it (liftable):
+	// what this proxy knows of the others' max_ttl records is then no
+	// older than the master's data loss. tried: when the last check that
+	// ended, answered or not, started.
+	since, tried time.Time
+	policy       policyState
+	client       rueidis.Client // the checks' client, also the counters' repair's (repair.go)
+	repair       repairState
 }
 
 func newMonitor(e *Engine) *monitor {
@@ -173,7 +180,7 @@ func (m *monitor) onState(next func(int, bool, error)) func(int, bool, error) {
 		w := m.watches[i]
 		l := m.quarantineLen()
 		w.mu.Lock()
-		w.state = unverified
+		w.state, w.since = unverified, time.Now()
 		m.e.setQuarantine(i, time.Now().Add(l), WhyUnverified)
 		if up {
 			w.epoch++
@@ -280,7 +287,7 @@ func (w *watch) check(client rueidis.Client) time.Duration {
 		if m.ctx.Err() != nil {
 			return interval
 		}
-		w.failed(err)
+		w.failed(err, started)
 		return min(interval, 250*time.Millisecond)
 	}
 	w.mu.Lock()
@@ -337,9 +344,10 @@ func (w *watch) verifiedWithoutMarker(epoch uint64, started time.Time) {
 // broke since its last good check keeps its state: it cannot have
 // restarted; but once no check has succeeded for the grace, its votes stop
 // counting until one does.
-func (w *watch) failed(err error) {
+func (w *watch) failed(err error, started time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.tried = started
 	repeated := w.lastErr == err.Error()
 	w.lastErr = err.Error()
 	w.staleness()
@@ -352,6 +360,32 @@ func (w *watch) failed(err error) {
 	}
 	level("cannot check the master's lockproxy marker and eviction policy; retrying (its votes do not count while it is unchecked, after a reconnection or for longer than the record grace)",
 		"master", w.addr, "db", MarkerDB, "grace", w.m.grace, "err", err)
+}
+
+// liftable reports whether master i's quarantine may lift: every other
+// master has had a check that started after since and ended, answered or
+// failed. Lifting on older knowledge let a proxy with a short max_ttl end
+// a restarted master's quarantine before it read the longer max_ttl that
+// another proxy had recorded on the other masters, and grant a lock that
+// proxy's holder still held there. A master that cannot be checked does
+// not hold the lift back once it was tried. It kicks the masters not tried
+// since, so that the lift waits one check, not a check interval. No
+// watch's lock is held.
+func (m *monitor) liftable(i int, since time.Time) bool {
+	ok := true
+	for j, w := range m.watches {
+		if j == i {
+			continue
+		}
+		w.mu.Lock()
+		behind := w.tried.Before(since)
+		w.mu.Unlock()
+		if behind {
+			ok = false
+			w.poke()
+		}
+	}
+	return ok
 }
 
 func (m *monitor) kickAll() {

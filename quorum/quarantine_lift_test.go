@@ -1,0 +1,99 @@
+package quorum_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// TestQuarantineLiftWaitsForTheOtherMasters: proxy A (max_ttl 300ms,
+// checks every 30s) has been running; proxy B (max_ttl 3s) joins, records
+// its max_ttl on every master, grants a 2.5s lock on masters 0 and 1
+// (master 2 refuses: a leftover), and goes away. Master 0 restarts empty.
+// A knows only its own 300ms, and its last checks of masters 1 and 2 came
+// before B: lifting master 0's quarantine after 300ms, A granted the lock
+// again while B's holder still held it (found by review). The lift now
+// waits until every other master was checked after master 0 stopped
+// voting: A reads B's 3s on master 1 and keeps master 0 out for it.
+//
+// In "others slow", masters 1 and 2 are paused (SIGSTOP) for 700ms right
+// after master 0's restart, so that A's checks of them hang past master
+// 0's 300ms: the lift must wait for those checks to end, not only ask for
+// them.
+func TestQuarantineLiftWaitsForTheOtherMasters(t *testing.T) {
+	for _, slow := range []bool{false, true} {
+		name := "others answer"
+		if slow {
+			name = "others slow"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testQuarantineLiftWaits(t, slow)
+		})
+	}
+}
+
+func testQuarantineLiftWaits(t *testing.T, slow bool) {
+	masters := redisproc.ForTest(t, 3)
+	a := startEngine(t, masters, bootstrap, func(c *quorum.Config) {
+		c.MaxTTL = 300 * time.Millisecond
+		c.QuarantineCheck = 30 * time.Second
+	})
+	poll(t, "A: all voting", func() bool { return allVoting(a) })
+	b := startEngine(t, masters, func(c *quorum.Config) { c.MaxTTL = 3 * time.Second })
+	poll(t, "B: all voting", func() bool { return allVoting(b) })
+	if _, err := masters[2].Do("SET", "k", "leftover", "PX", "150"); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	const ttl = 2500 * time.Millisecond
+	if r := acquire(t, b, "k", "tokB", ttl); r.Err != nil || !r.Reply.IsOK() {
+		t.Fatalf("B's acquire: %v %v", r.Reply, r.Err)
+	}
+	validUntil := sent.Add(ttl - quorum.Drift(ttl, 0.01))
+	b.Close()
+	masters[0].Kill()
+	if err := masters[0].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	if slow {
+		for _, m := range masters[1:] {
+			if err := m.Pause(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(700 * time.Millisecond)
+		for _, m := range masters[1:] {
+			if err := m.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Until B's holder's validity ends, A must not grant k (nor let
+	// master 0 vote: with master 2 it would be a quorum).
+	tries := 0
+	for time.Until(validUntil) > 50*time.Millisecond {
+		if a.Masters()[0].Voting() {
+			t.Fatalf("A lets master 0 vote %v after its restart, while B's 2.5s lock lives on master 1 for %v more (marker on master 0: %q)",
+				time.Since(restarted), time.Until(validUntil), marker(t, masters[0]))
+		}
+		if tries < 20 && time.Since(restarted) > 400*time.Millisecond {
+			tries++
+			if r := acquire(t, a, "k", "tokA", time.Second); r.Err == nil && r.Reply.IsOK() {
+				t.Fatalf("DOUBLE GRANT: A granted k %v after master 0's restart while B's holder is valid for %v more", time.Since(restarted), time.Until(validUntil))
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if tries == 0 {
+		t.Fatal("the machine was too slow to try A's acquisition within B's validity")
+	}
+	// Then it lifts: after B's 3s from the restart, with A's 30s checks.
+	poll(t, "A: master 0 voting again", func() bool { return a.Masters()[0].Voting() })
+	if d := time.Since(restarted); d < 3*time.Second {
+		t.Errorf("master 0 votes again %v after its restart, before B's max_ttl of 3s", d)
+	}
+}
