@@ -244,6 +244,9 @@ func (w *watch) run() {
 		// provisional quarantine after every reconnection: safe, slow.
 		w.m.e.cfg.Logger.Error("cannot build the master monitor's client; this master's votes will not count",
 			"master", w.addr, "err", err)
+		w.mu.Lock()
+		w.tried = neverChecked // it will never be checked: no lift waits for it (liftable)
+		w.mu.Unlock()
 		return
 	}
 	defer client.Close()
@@ -387,6 +390,10 @@ func (m *monitor) liftable(i int, since time.Time) bool {
 	}
 	return ok
 }
+
+// neverChecked is the tried time of a watch that cannot check its master
+// at all: later than any quarantine's start.
+var neverChecked = time.Unix(1<<40, 0)
 
 func (m *monitor) kickAll() {
 	for _, w := range m.watches {
