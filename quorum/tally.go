@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"bytes"
+	"math"
 	"sort"
 	"time"
 
@@ -135,7 +136,14 @@ func (r *Request) qthTTL(get func(resp.Reply) (int64, bool)) int64 {
 		}
 	}
 	s := ttls[:k]
-	sort.Slice(s, func(a, b int) bool { return s[a] > s[b] })
+	// A copy without expiry (-1) outlasts every other: it sorts first.
+	longer := func(x int64) int64 {
+		if x == -1 {
+			return math.MaxInt64
+		}
+		return x
+	}
+	sort.Slice(s, func(a, b int) bool { return longer(s[a]) > longer(s[b]) })
 	if k < r.e.q {
 		return -2
 	}
