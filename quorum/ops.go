@@ -80,6 +80,7 @@ type ScriptOp struct {
 // Acquire is SET key token NX PX ttl: a quorum acquisition. t0 is when the
 // command was parsed (batching.Now()); ttl must leave validity.
 func (e *Engine) Acquire(key, token []byte, ttl time.Duration, t0 int64) *Request {
+	ttl = ttl.Truncate(time.Millisecond) // what PX sends: validity counts no more
 	r := NewRequest()
 	cmd, k, tok := appendSetNX(r.CmdBuffer(96+len(key)+len(token)), key, token, ttl.Milliseconds())
 	r.kind, r.agg, r.rule = Acquire, AggVote, &YesOK
@@ -144,6 +145,7 @@ func keyed(r *Request, keys [][]byte) *Request {
 // code, yes (1) when a quorum had the key, with validity accounted. Only a
 // key that has an expiry is extended (extendScript): a counter keeps none.
 func (e *Engine) Extend(key []byte, ttl time.Duration, t0 int64) *Request {
+	ttl = ttl.Truncate(time.Millisecond)
 	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
 	return &Request{kind: Extend, agg: AggVote, rule: &YesOne, Key: string(key), nkeys: 1,
 		cmd: AppendEvalSHA(nil, extendScript.SHA1, [][]byte{key}, [][]byte{ms}),
@@ -154,6 +156,7 @@ func (e *Engine) Extend(key []byte, ttl time.Duration, t0 int64) *Request {
 // (SET key token XX PX ttl, a lock's renewal): CappedExtendScript, the TTL
 // replaced, capped at max_ttl.
 func (e *Engine) ExtendHeld(key, token []byte, ttl time.Duration, t0 int64) *Request {
+	ttl = ttl.Truncate(time.Millisecond)
 	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
 	maxTTL := strconv.AppendInt(nil, e.cfg.MaxTTL.Milliseconds(), 10)
 	r := &Request{kind: Extend, agg: AggVote, rule: &YesOne, Key: string(key), nkeys: 1,

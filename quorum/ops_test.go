@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -54,5 +55,26 @@ func BenchmarkScriptManyKeys(b *testing.B) {
 	op, keys, argv := manyKeyScript(1024)
 	for b.Loop() {
 		e.Script(op, keys, argv, 10*time.Second, batching.Now())
+	}
+}
+
+// TestTimedOpsCountTheTTLTheySend: a TTL with a fraction of a millisecond
+// (PXAT or EXAT, converted to a duration) is sent in whole milliseconds,
+// and validity must be counted from what was sent, not from the fraction
+// more (found by review).
+func TestTimedOpsCountTheTTLTheySend(t *testing.T) {
+	e := fakeEngine(3)
+	const ttl = 2*time.Second + 700*time.Microsecond
+	for name, r := range map[string]*Request{
+		"Acquire":    e.Acquire([]byte("k"), []byte("tok"), ttl, 0),
+		"Extend":     e.Extend([]byte("k"), ttl, 0),
+		"ExtendHeld": e.ExtendHeld([]byte("k"), []byte("tok"), ttl, 0),
+	} {
+		if r.TTL != 2*time.Second {
+			t.Errorf("%s: TTL %v, want 2s (the 2000 ms sent)", name, r.TTL)
+		}
+		if !bytes.Contains(r.cmd, []byte("\r\n2000\r\n")) {
+			t.Errorf("%s sends %q, want 2000 ms", name, r.cmd)
+		}
 	}
 }
