@@ -38,7 +38,8 @@ func AnalyzeContext(ctx context.Context, body []byte, opts Options) (*Semantics,
 	if err != nil {
 		return nil, err
 	}
-	b := newBudget(ctx, opt)
+	b, release := newBudget(ctx, opt)
+	defer release()
 	v := newVM(proto, b)
 	defer v.L.Close()
 	a := &analysis{opt: opt, b: b, v: v, consts: constants(proto)}

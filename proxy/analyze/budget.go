@@ -30,9 +30,16 @@ type Options struct {
 	// MaxBytes bounds the bytes of strings built over the whole analysis
 	// (default 8 MiB): garbage included, so it also bounds the work.
 	MaxBytes int64
-	// Timeout is a wall-clock backstop for work the step count cannot see
-	// (default 5s); a normal analysis takes milliseconds. Reaching it is the
-	// one refusal that depends on the machine's speed.
+	// MaxCPU bounds the CPU time the analysis's thread uses (default
+	// 500ms; on systems other than Linux, wall time): work the step count
+	// cannot see, such as a step that hashes a 100 KB string used as a
+	// table key. It leaves the corpus's scripts a wide margin, under the
+	// race detector too (docs/analyzer.md).
+	MaxCPU time.Duration
+	// Timeout is a wall-clock backstop (default 5s), for an analysis that
+	// waits rather than works; a normal analysis takes milliseconds.
+	// Reaching it or MaxCPU are the refusals that depend on the machine's
+	// speed.
 	Timeout time.Duration
 	// MaxKeys and MaxArgs bound the KEYS and ARGV indexes a script may read
 	// (defaults 8 and 16).
@@ -54,6 +61,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = 8 << 20
+	}
+	if o.MaxCPU <= 0 {
+		o.MaxCPU = 500 * time.Millisecond
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
@@ -79,16 +89,23 @@ type budget struct {
 	steps, runSteps int64
 	bytes, runBytes int64
 	deadline        time.Time
+	cpu             cpuClock
+	cpu0            time.Duration // the thread's CPU time at the start
+	cpuOK           bool          // cpu0 was read
 	refusal         *Refusal
 	closed, open    chan struct{}
 	sinceClockCheck int
 	maxRun          int64 // the most steps a run took, for tests
 }
 
-func newBudget(ctx context.Context, opt Options) *budget {
-	b := &budget{opt: opt, ctx: ctx, closed: make(chan struct{}), deadline: time.Now().Add(opt.Timeout)}
+// newBudget starts an analysis's budget; its clock runs on the calling
+// goroutine's thread, which release gives back.
+func newBudget(ctx context.Context, opt Options) (b *budget, release func()) {
+	b = &budget{opt: opt, ctx: ctx, closed: make(chan struct{}), deadline: time.Now().Add(opt.Timeout)}
 	close(b.closed)
-	return b
+	b.cpu, release = startCPUClock()
+	b.cpu0, b.cpuOK = b.cpu.now()
+	return b, release
 }
 
 // startRun resets the per-run counters.
@@ -152,6 +169,10 @@ func (b *budget) Done() <-chan struct{} {
 		b.sinceClockCheck = 0
 		if time.Now().After(b.deadline) {
 			b.fail(&Refusal{Class: ClassBudget, Reason: fmt.Sprintf("the analysis took longer than %v", b.opt.Timeout)})
+			return b.closed
+		}
+		if t, ok := b.cpu.now(); ok && b.cpuOK && t-b.cpu0 > b.opt.MaxCPU {
+			b.fail(&Refusal{Class: ClassBudget, Reason: fmt.Sprintf("the analysis used more than %v of CPU", b.opt.MaxCPU)})
 			return b.closed
 		}
 		if err := b.ctx.Err(); err != nil {

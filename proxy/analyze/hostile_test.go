@@ -25,8 +25,10 @@ var hostile = []struct {
 	{"string.rep in a loop", `local t = {} for i = 1, 1e6 do t[i] = string.rep("x", 100000) end`, ClassBudget, "bytes"},
 	{"table growth", `local t = {} local i = 0 while true do i = i + 1 t[i] = i end`, ClassBudget, "steps"},
 	{"tables of tables", `local t = {} while true do t[#t + 1] = {{}, {}, {}} end`, ClassBudget, "steps"},
-	{"allocates in every run", `local t = {} for i = 1, 2500 do t[i] = {i} end return redis.call("DEL", KEYS[1])`, ClassBudget, "the analysis exceeded 1000000 steps"},
-	{"closures in every run", `for i = 1, 5000 do local f = function() return i end end return redis.call("DEL", KEYS[1])`, ClassBudget, "the analysis exceeded 1000000 steps"},
+	// These two end on the analysis's steps, or (slower machines, the race
+	// detector) on its CPU time first.
+	{"allocates in every run", `local t = {} for i = 1, 2500 do t[i] = {i} end return redis.call("DEL", KEYS[1])`, ClassBudget, "the analysis "},
+	{"closures in every run", `for i = 1, 5000 do local f = function() return i end end return redis.call("DEL", KEYS[1])`, ClassBudget, "the analysis "},
 	{"strings in every run", `local t = {} for i = 1, 100 do t[i] = string.rep("x", 1000) .. i end return redis.call("DEL", KEYS[1])`, ClassBudget, "the analysis built more than 8388608 bytes"},
 	{"unpack growth", `local t = {1} while true do t = {unpack(t), unpack(t)} end`, ClassBudget, "steps"},
 	{"format width", `return string.format("%999999999d", 1)`, ClassBehaviour, "invalid format (width or precision too long)"},
@@ -173,5 +175,30 @@ func TestRefusalTextBounded(t *testing.T) {
 				t.Errorf("refusal text does not say what was cut: %q", msg)
 			}
 		})
+	}
+}
+
+// TestHostileCPU: a step that hashes a long string used as a table key
+// costs a thousand times a plain step, so the step count let such a
+// script take seconds of the proxy's CPU per analysis (found by review:
+// 3-4 s each, and a legitimate client's new script waited 20 s behind a
+// few of them). The analysis's own CPU time is bounded too (MaxCPU).
+func TestHostileCPU(t *testing.T) {
+	body := `local a = string.rep("a", 200000)
+local t = {}
+for i = 1, 6000 do t[a] = i end
+if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end
+return 0`
+	start := time.Now()
+	_, err := Analyze([]byte(body), Options{MaxCPU: 100 * time.Millisecond})
+	var r *Refusal
+	if !errors.As(err, &r) || r.Class != ClassBudget || !strings.Contains(r.Reason, "more than 100ms of CPU") {
+		t.Fatalf("got %v; want a budget refusal for the CPU it used", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the analysis took %v", d)
+	}
+	if got := (Options{}).withDefaults().MaxCPU; got != 500*time.Millisecond {
+		t.Errorf("default MaxCPU %v, want 500ms (docs/analyzer.md)", got)
 	}
 }

@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -28,7 +27,7 @@ func TestModelAgainstRedis(t *testing.T) {
 		sec, _ := strconv.ParseInt(now.Elems[0].Str, 10, 64)
 		usec, _ := strconv.ParseInt(now.Elems[1].Str, 10, 64)
 		r := &run{probe: "redis", db: keyspace{}, nowUS: sec*1e6 + usec, vals: []string{"k1", "k2"}, nkeys: 2,
-			b: newBudget(context.Background(), Options{}.withDefaults()), dbArg: -1}
+			b: testBudget(t, Options{}.withDefaults()), dbArg: -1}
 		var log []string
 		for step := 0; step < 25; step++ {
 			args := randomCommand(rng, r.nowMS())

@@ -31,7 +31,7 @@ func TestBudgetHeadroom(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := newBudget(context.Background(), opt)
+		b := testBudget(t, opt)
 		v := newVM(proto, b)
 		a := &analysis{opt: opt, b: b, v: v, consts: constants(proto)}
 		a.layouts()
@@ -44,4 +44,11 @@ func TestBudgetHeadroom(t *testing.T) {
 		t.Errorf("a normal script comes within 5x of a budget (steps %d of %d, run %d of %d, bytes %d of %d)",
 			steps, opt.MaxSteps, run, opt.MaxRunSteps, bytes, opt.MaxBytes)
 	}
+}
+
+// testBudget is a budget for tests that run the VM or the model directly.
+func testBudget(t *testing.T, opt Options) *budget {
+	b, release := newBudget(context.Background(), opt)
+	t.Cleanup(release)
+	return b
 }

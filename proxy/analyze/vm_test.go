@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"context"
 	"strings"
 	"testing"
 )
@@ -15,7 +14,7 @@ func runOnce(t *testing.T, body string, nkeys int, vals []string, db keyspace) (
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
-	b := newBudget(context.Background(), opt)
+	b := testBudget(t, opt)
 	v := newVM(proto, b)
 	defer v.L.Close()
 	if db == nil {
