@@ -113,6 +113,9 @@ func (lc *clientConn) OnEvent(ev uint32) {
 	}
 	if ev&evloop.Writable != 0 {
 		lc.flush()
+		if lc.outOff == len(lc.out) && lc.pushesWaiting() {
+			lc.drainPushes()
+		}
 		if lc.outOff == len(lc.out) && !lc.t.inFlight() {
 			lc.more = false
 		}
@@ -198,6 +201,10 @@ func (lc *clientConn) advance() {
 				lc.close()
 			}
 			return
+		}
+		if len(lc.pushed) > 0 {
+			// Messages taken before the command come before its reply.
+			lc.out = lc.framePushes(lc.out)
 		}
 		lc.cut = lc.pipeline(data, owned)
 		if !lc.busy {
@@ -412,7 +419,7 @@ func (lc *clientConn) setEvents() {
 	if !lc.eof && !lc.g.Stopped() && !(ahead && lc.g.Unread() >= pauseAt) {
 		want |= evloop.Readable
 	}
-	if lc.outOff < len(lc.out) || lc.more {
+	if lc.outOff < len(lc.out) || lc.more || lc.pushesWaiting() {
 		want |= evloop.Writable
 	}
 	if err := lc.t.want(want); err != nil {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"math"
 	"sync"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
@@ -74,12 +75,33 @@ func (lc *clientConn) takePushes() {
 		}
 		return
 	}
-	lc.out = lc.framePushes(lc.out)
-	if lc.checkPushLimits() {
+	lc.drainPushes()
+}
+
+// drainPushes frames the taken messages into lc.out and writes them, a
+// chunk at a time while the socket takes them. While it does not, they
+// stay taken, unframed: a message's payload is then shared by every
+// subscriber that has not read it, as Redis shares it, instead of copied
+// into each one's output (100 subscribers that did not read held 100
+// copies of every message, gigabytes, and framing them stalled the loop
+// for seconds). They count against the output limits all the same.
+func (lc *clientConn) drainPushes() {
+	for i := 0; i < 4 && len(lc.pushed) > 0 && lc.outOff == len(lc.out) && !lc.closed; i++ {
+		lc.out = lc.framePushesUpTo(lc.out, pushChunk)
+		lc.flush()
+	}
+	if lc.closed || lc.checkPushLimits() {
 		return
 	}
-	lc.flush()
 	lc.setEvents()
+}
+
+// pushChunk is how much of the taken messages is framed at a time.
+const pushChunk = 256 << 10
+
+// pushesWaiting: taken messages wait for the socket, not for a pipeline.
+func (lc *clientConn) pushesWaiting() bool {
+	return len(lc.pushed) > 0 && !lc.busy && !lc.awaitScript && lc.rest == nil
 }
 
 // collectPushes takes the hub's queue into lc.pushed; true when it went
@@ -102,14 +124,23 @@ func (lc *clientConn) collectPushes() (over bool) {
 // framePushes appends the taken messages to b as the client's protocol
 // frames them, and forgets them.
 func (lc *clientConn) framePushes(b []byte) []byte {
+	return lc.framePushesUpTo(b, math.MaxInt)
+}
+
+// framePushesUpTo frames taken messages, oldest first, until b has grown
+// by at least limit bytes or none is left.
+func (lc *clientConn) framePushesUpTo(b []byte, limit int) []byte {
 	resp3 := lc.c.resp3
-	for i := range lc.pushed {
-		b = appendMessage(b, &lc.pushed[i], resp3)
-		lc.pushed[i] = pubsub.Message{}
+	start, n := len(b), 0
+	for n < len(lc.pushed) && len(b)-start < limit {
+		b = appendMessage(b, &lc.pushed[n], resp3)
+		lc.pushedSize -= pushSize(&lc.pushed[n])
+		lc.pushed[n] = pubsub.Message{}
+		n++
 	}
-	lc.pushed, lc.pushedSize = lc.pushed[:0], 0
-	if cap(lc.pushed) > 1024 {
-		lc.pushed = nil
+	lc.pushed = lc.pushed[n:]
+	if len(lc.pushed) == 0 {
+		lc.pushed, lc.pushedSize = lc.pushed[:0:0], 0
 	}
 	return b
 }
@@ -155,7 +186,7 @@ func (c *client) pushesFirst() {
 // when it did.
 func (lc *clientConn) checkPushLimits() bool {
 	cfg := &lc.f.s.cfg
-	unwritten := int64(len(lc.out) - lc.outOff)
+	unwritten := int64(len(lc.out)-lc.outOff) + lc.pushedSize
 	switch {
 	case unwritten > cfg.PubSubHardLimit:
 		lc.pushOverflow("client-output-buffer-limit pubsub hard limit")
