@@ -159,8 +159,9 @@ func (e *Engine) noCounterVote(i int) error {
 	var q *QuarantineError
 	if errors.As(err, &q) && (q.Why == WhyRestarted || q.Why == WhyEvicting) && e.cfg.Quarantine && !e.noRepair.Load() {
 		// Its loss was recorded with the quarantine, and its repair is
-		// done; a stale bar would still be reported after it.
-		return e.barredErr(i)
+		// done; a stale or evicting bar would still be reported after
+		// it, not the quarantine's own end (barEnding).
+		return e.barredErrOf(i, e.barred[i].Load()&^barEnding)
 	}
 	return err
 }

@@ -154,6 +154,10 @@ func (e *Engine) Masters() []MasterStatus {
 		switch err := e.noVote(i).(type) {
 		case *EvictionError, *StaleError:
 			out[i].Excluded = err.Error()
+		case *QuarantineError:
+			if err.Until.IsZero() {
+				out[i].Excluded = err.Error() // its quarantine's end, awaiting the check
+			}
 		}
 		if up {
 			out[i].Err = nil

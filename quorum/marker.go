@@ -156,7 +156,7 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if mode != "peek" {
-		w.tried = started // its max_ttl records are read (liftable)
+		w.answered = started // its max_ttl records are read (liftable)
 	}
 	if taint && mode != "peek" {
 		w.policy.taintPending = false // written (applyMarker may ask again)
@@ -243,6 +243,7 @@ func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration
 	}
 	switch rep.state {
 	case "ok":
+		m.e.unbar(w.i, barEnding)
 		if w.state != verifiedOK {
 			if !w.logged.IsZero() {
 				m.e.cfg.Logger.Info("master quarantine ended: its votes count again", "master", w.addr)
@@ -287,6 +288,7 @@ func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration
 		}
 		w.state, w.until, w.start = quarantined, until, start
 		m.e.setQuarantine(w.i, until, why)
+		m.e.bar(w.i, barEnding)
 	}
 }
 

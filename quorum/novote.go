@@ -28,6 +28,11 @@ const (
 const (
 	barEvicting uint32 = 1 << iota // maxmemory-policy is not noeviction
 	barStale                       // this proxy's max_ttl record on it is older than the grace
+	// barEnding: it is in a restart or eviction quarantine, which ends
+	// when a check says its marker is "ok", not when the clock passes
+	// the end: in between, the lift may be waiting for other masters to
+	// answer (liftable), and the check after the end takes a round trip.
+	barEnding
 )
 
 // MasterStatus is one master's state, for INFO and metrics.
@@ -107,8 +112,10 @@ func (e *Engine) noVote(i int) error {
 	return err
 }
 
-func (e *Engine) barredErr(i int) error {
-	b := e.barred[i].Load()
+func (e *Engine) barredErr(i int) error { return e.barredErrOf(i, e.barred[i].Load()) }
+
+// barredErrOf is barredErr for the bars b.
+func (e *Engine) barredErrOf(i int, b uint32) error {
 	switch {
 	case b == 0:
 		return nil
@@ -118,6 +125,8 @@ func (e *Engine) barredErr(i int) error {
 			policy = *p
 		}
 		return &EvictionError{Policy: policy}
+	case b&barEnding != 0:
+		return &QuarantineError{Why: Why(e.qwhy[i].Load())} // no end: it ends on a check
 	default:
 		se := &StaleError{}
 		if p := e.checkErrs[i].Load(); p != nil {
@@ -138,6 +147,9 @@ type QuarantineError struct {
 }
 
 func (e *QuarantineError) Error() string {
+	if e.Until.IsZero() {
+		return "its quarantine (restarted without its data, or evicting) has run out and a check is ending it: its marker must say ok and enough other masters must have answered since it stopped voting, so that the longest max_ttl of any lockproxy is known; it votes once one does"
+	}
 	until := e.Until.UTC().Format(time.RFC3339Nano)
 	switch e.Why {
 	case WhyUnverified:

@@ -133,15 +133,15 @@ type watch struct {
 	recorded int64     // the longest max_ttl (ms) this master records
 	fresh    time.Time // when the last successful check started
 	// since: when the master last stopped voting (a reconnection, or a
-	// quarantine found by a check). Its quarantine lifts only once every
-	// other master has had a check that started after it (liftable):
-	// what this proxy knows of the others' max_ttl records is then no
-	// older than the master's data loss. tried: when the last check that
-	// ended, answered or not, started.
-	since, tried time.Time
-	policy       policyState
-	client       rueidis.Client // the checks' client, also the counters' repair's (repair.go)
-	repair       repairState
+	// quarantine found by a check; the monitor's start at first). Its
+	// quarantine lifts only once enough other masters answered a check
+	// that started after it (liftable): what this proxy knows of their
+	// max_ttl records is then no older than the master's data loss.
+	// answered: when the last check that answered started.
+	since, answered time.Time
+	policy          policyState
+	client          rueidis.Client // the checks' client, also the counters' repair's (repair.go)
+	repair          repairState
 }
 
 func newMonitor(e *Engine) *monitor {
@@ -160,7 +160,10 @@ func newMonitor(e *Engine) *monitor {
 	m.boot.seen = make([]int8, e.n)
 	m.boot.decided = !e.cfg.Bootstrap || !m.markers
 	for i, addr := range e.cfg.Masters {
-		m.watches = append(m.watches, &watch{m: m, i: i, addr: addr, kick: make(chan struct{}, 1)})
+		// since starts now: a quarantine found by its first checks lifts
+		// only after the others answered since (liftable), even before
+		// its pipeline connects.
+		m.watches = append(m.watches, &watch{m: m, i: i, addr: addr, kick: make(chan struct{}, 1), since: time.Now()})
 		// Unverified until its first check: its status says so from the
 		// start (a vote could not count anyway before the pipeline
 		// connects, which sets this again).
@@ -244,9 +247,6 @@ func (w *watch) run() {
 		// provisional quarantine after every reconnection: safe, slow.
 		w.m.e.cfg.Logger.Error("cannot build the master monitor's client; this master's votes will not count",
 			"master", w.addr, "err", err)
-		w.mu.Lock()
-		w.tried = neverChecked // it will never be checked: no lift waits for it (liftable)
-		w.mu.Unlock()
 		return
 	}
 	defer client.Close()
@@ -290,7 +290,7 @@ func (w *watch) check(client rueidis.Client) time.Duration {
 		if m.ctx.Err() != nil {
 			return interval
 		}
-		w.failed(err, started)
+		w.failed(err)
 		return min(interval, 250*time.Millisecond)
 	}
 	w.mu.Lock()
@@ -341,16 +341,16 @@ func (w *watch) verifiedWithoutMarker(epoch uint64, started time.Time) {
 		w.state = verifiedOK
 		w.m.e.setQuarantine(w.i, time.Time{}, 0)
 	}
+	w.m.e.unbar(w.i, barEnding) // set only with markers
 }
 
 // failed records a check that got no answer. A master whose pipeline never
 // broke since its last good check keeps its state: it cannot have
 // restarted; but once no check has succeeded for the grace, its votes stop
 // counting until one does.
-func (w *watch) failed(err error, started time.Time) {
+func (w *watch) failed(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.tried = started
 	repeated := w.lastErr == err.Error()
 	w.lastErr = err.Error()
 	w.staleness()
@@ -365,35 +365,38 @@ func (w *watch) failed(err error, started time.Time) {
 		"master", w.addr, "db", MarkerDB, "grace", w.m.grace, "err", err)
 }
 
-// liftable reports whether master i's quarantine may lift: every other
-// master has had a check that started after since and ended, answered or
-// failed. Lifting on older knowledge let a proxy with a short max_ttl end
-// a restarted master's quarantine before it read the longer max_ttl that
-// another proxy had recorded on the other masters, and grant a lock that
-// proxy's holder still held there. A master that cannot be checked does
-// not hold the lift back once it was tried. It kicks the masters not tried
+// liftable reports whether master i's quarantine may lift: N-Q+1 of the
+// other masters (all of them with 3 masters) answered a check that started
+// after since. Every proxy's lock lives on Q masters, each of which holds
+// that proxy's max_ttl record (its votes count only while it does); if the
+// master that lost its data was one of them, Q-1 others hold it, and any
+// N-Q+1 others include one. Lifting on older knowledge let a proxy with a
+// short max_ttl end a restarted master's quarantine before it read the
+// longer max_ttl another proxy had recorded on the other masters, and
+// grant a lock that proxy's holder still held. A master that does not
+// answer does not count: with 3 masters, one down for good keeps a
+// restarted one out until it answers. It kicks the masters not answered
 // since, so that the lift waits one check, not a check interval. No
 // watch's lock is held.
 func (m *monitor) liftable(i int, since time.Time) bool {
-	ok := true
+	n := len(m.watches)
+	need := min(n-m.e.q+1, n-1)
+	have := 0
 	for j, w := range m.watches {
 		if j == i {
 			continue
 		}
 		w.mu.Lock()
-		behind := w.tried.Before(since)
+		fresh := !w.answered.Before(since)
 		w.mu.Unlock()
-		if behind {
-			ok = false
+		if fresh {
+			have++
+		} else {
 			w.poke()
 		}
 	}
-	return ok
+	return have >= need
 }
-
-// neverChecked is the tried time of a watch that cannot check its master
-// at all: later than any quarantine's start.
-var neverChecked = time.Unix(1<<40, 0)
 
 func (m *monitor) kickAll() {
 	for _, w := range m.watches {
