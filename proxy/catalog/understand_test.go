@@ -38,3 +38,32 @@ func TestUnderstoodRefusalBounded(t *testing.T) {
 		t.Errorf("kept refusal %.80q…%q: want the start of the text, cut on a rune, and its length", msg, msg[max(0, len(msg)-40):])
 	}
 }
+
+// TestUnderstoodScriptBounded: an accepted script's constant replies are
+// kept with its sha1 (the vote rule, the "not done" reply, the summary),
+// so a lock script answering a 60 KB string built at run time kept about
+// 230 KB, and 4,096 of them about 1 GB (found by review). Scripts whose
+// behaviour takes more than maxSemantics bytes to say are refused.
+func TestUnderstoodScriptBounded(t *testing.T) {
+	for _, body := range []string{
+		`if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return string.rep("r", 60000) end return nil`,
+		`if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 1 end return string.rep("n", 20000)`,
+	} {
+		u := NewUnderstander(time.Minute, 0.01)
+		const sha = "0000000000000000000000000000000000000001"
+		j, err := u.Start([]byte(body), sha, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-j.Done()
+		sc, refused, _ := u.Lookup(sha)
+		u.Close()
+		if sc != nil {
+			t.Errorf("%.60s…: accepted, keeping %d bytes of summary and a %d-byte reply", body, len(sc.Semantics), len(sc.NoReply.Str))
+			continue
+		}
+		if refused == nil || !strings.Contains(refused.Error(), "long constant values") || len(refused.Error()) > maxRefusalText {
+			t.Errorf("%.60s…: %v; want a short refusal for long constant values", body, refused)
+		}
+	}
+}

@@ -12,11 +12,20 @@ import (
 // fromSemantics turns what the analyzer found a script does into how the
 // engine runs it. It refuses what lockproxy cannot run safely even when the
 // analyzer could describe it; the error is the reason the client reads.
+// maxSemantics bounds the summary of an understood script's behaviour,
+// which holds its constant replies and values: with the body (at most
+// analyze.Options.MaxBodyBytes) it is what the Understander keeps per
+// sha1, for up to 4,096 scripts.
+const maxSemantics = 2048
+
 func fromSemantics(body []byte, sha string, sem *analyze.Semantics, maxTTL time.Duration, drift float64) (*Script, error) {
 	s := &Script{
 		Name: "script " + sha[:12], Body: string(body), SHA1: sha,
 		Force: sem.Force, NoIsNoop: sem.NoIsNoop, MinKeys: sem.MinKeys, MinArgs: sem.MinArgs,
 		Semantics: sem.String(),
+	}
+	if len(s.Semantics) > maxSemantics {
+		return nil, fmt.Errorf("what it does takes %d bytes to say, more than %d: it answers or writes long constant values (a reply built with string.rep), which lock scripts do not, and lockproxy keeps what it learns of each script", len(s.Semantics), maxSemantics)
 	}
 	var err error
 	if s.Kind, err = kindOf(sem); err != nil {
