@@ -74,10 +74,12 @@ func TestTTLTooShortForValidity(t *testing.T) {
 			t.Fatalf("masters saw commands:\nbefore %s\nafter  %s", before, after)
 		}
 		// The shortest accepted TTL reaches the masters (granted, or not
-		// when they answer later than its validity of about 1ms: NOQUORUM
-		// saying so), and so does EX 1.
+		// when they answer later than its validity of about 1ms, or the
+		// validity ran out before the command was written on a busy
+		// machine: NOQUORUM saying so), and so does EX 1.
 		if err := cl.Do(ctx, "SET", "short3", "t", "NX", "PX", "3").Err(); err != nil && err.Error() != "redis: nil" &&
-			!strings.Contains(err.Error(), "no reply before the lock's validity") {
+			!strings.Contains(err.Error(), "no reply before the lock's validity") &&
+			!strings.Contains(err.Error(), "deadline passed before the command was written") {
 			t.Fatalf("SET NX PX 3: %v", err)
 		}
 		if ok, err := cl.SetNX(ctx, "short1s", "t", time.Second).Result(); err != nil || !ok {
