@@ -104,6 +104,12 @@ quarantine(now, now + L)
 return out('new', now + L, now)
 `
 
+// recordSlack lengthens a max_ttl record's life past the grace: a master
+// is barred as stale only when a check starts or fails, up to two check
+// timeouts and a retry after the grace ran out, and a lock it voted for
+// meanwhile must not outlive the record (found by review).
+const recordSlack = 2*checkTimeout + 250*time.Millisecond
+
 // markerReply is the marker script's answer.
 type markerReply struct {
 	now, end, start, recorded int64 // ms, master clock
@@ -139,7 +145,7 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, checkTimeout)
 	res, err := m.script.Exec(ctx, client, []string{MarkerKey, MaxTTLKey, RepairKey},
-		[]string{msArg(m.quarantineLen()), mode, strconv.FormatInt(m.ownTTL, 10), msArg(m.grace), taintArg, liftArg}).ToArray()
+		[]string{msArg(m.quarantineLen()), mode, strconv.FormatInt(m.ownTTL, 10), msArg(m.grace + recordSlack), taintArg, liftArg}).ToArray()
 	cancel()
 	received := time.Now()
 	var rep markerReply
@@ -283,8 +289,8 @@ func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration
 		if recheck := received.Add(min(m.e.cfg.QuarantineCheck, 250*time.Millisecond)); !lift && until.Before(recheck) {
 			until = recheck // the other masters were kicked (liftable)
 		}
-		if w.state == verifiedOK {
-			w.since = received
+		if w.state == verifiedOK || rep.state == "new" || start.Sub(w.start) > 5*time.Millisecond {
+			w.since = received // it stopped voting, or lost its data again
 		}
 		w.state, w.until, w.start = quarantined, until, start
 		m.e.setQuarantine(w.i, until, why)

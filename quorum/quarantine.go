@@ -185,6 +185,12 @@ func (m *monitor) onState(next func(int, bool, error)) func(int, bool, error) {
 		w.mu.Lock()
 		w.state, w.since = unverified, time.Now()
 		m.e.setQuarantine(i, time.Now().Add(l), WhyUnverified)
+		if m.markers {
+			// It ends on a check's "ok", not when l runs out: l is only
+			// what this proxy knows of max_ttl, and the master's own
+			// check may be slower than that (found by review).
+			m.e.bar(i, barEnding)
+		}
 		if up {
 			w.epoch++
 		}
