@@ -148,7 +148,10 @@ type QuarantineError struct {
 
 func (e *QuarantineError) Error() string {
 	if e.Until.IsZero() {
-		return "its quarantine (restarted without its data, or evicting) has run out and a check is ending it: its marker must say ok and enough other masters must have answered since it stopped voting, so that the longest max_ttl of any lockproxy is known; it votes once one does"
+		if e.Why == WhyUnverified || e.Why == WhyBootstrap {
+			return "not checked yet since it (re)connected: it votes once a check of its lockproxy marker says ok (if checks fail, see the log for the master's check error)"
+		}
+		return "its quarantine (restarted without its data, or evicting) has run out and a check is ending it: its marker must say ok and enough other masters (N-Q+1) must have answered a check since it stopped voting, so that the longest max_ttl of any lockproxy is known; it votes once one does"
 	}
 	until := e.Until.UTC().Format(time.RFC3339Nano)
 	switch e.Why {
