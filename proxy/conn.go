@@ -180,6 +180,9 @@ func (lc *clientConn) Run() {
 func (lc *clientConn) advance() {
 	for !lc.closed && !lc.busy && lc.outOff == len(lc.out) && !lc.more {
 		if lc.closeAfter {
+			if lc.pushesWaiting() {
+				return // held messages first (Writable drains them)
+			}
 			lc.close()
 			return
 		}

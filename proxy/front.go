@@ -186,6 +186,12 @@ func (f *front) shutdown(writeBy int64) {
 	}
 	f.unblockAll()
 	for lc := range f.conns {
+		if lc.pushesWaiting() {
+			// Messages held for a subscriber that was not reading go
+			// out within the grace, as those already framed do.
+			lc.out = lc.framePushes(lc.out)
+			lc.flush()
+		}
 		if !lc.busy && lc.outOff == len(lc.out) {
 			lc.close()
 			continue

@@ -262,3 +262,43 @@ func TestSubscribersShareUnreadMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdownWritesHeldMessages: at shutdown, messages held unframed for
+// a subscriber that was not reading go out within the write grace, as
+// those already framed do, before its connection closes.
+func TestShutdownWritesHeldMessages(t *testing.T) {
+	masters := redisproc.ForTest(t, 3)
+	a := startHubFront(t, masters, "")
+	b := startHubFront(t, masters, "")
+	sub := a.respConn()
+	tcpOf(sub.conn).SetReadBuffer(64 << 10)
+	sub.send("SUBSCRIBE", "fan")
+	sub.mustFrame(5 * time.Second)
+	reader := a.respConn()
+	reader.send("SUBSCRIBE", "fan")
+	reader.mustFrame(5 * time.Second)
+	const nmsg, size = 8, 256 << 10
+	payload := func(i int) string { return strings.Repeat(string(rune('a'+i)), size) }
+	pub := b.client()
+	for i := 0; i < nmsg; i++ {
+		if err := pub.Publish(context.Background(), "fan", payload(i)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < nmsg; i++ {
+		reader.mustFrame(10 * time.Second)
+	}
+	time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.srv.Shutdown(ctx) }()
+	for i := 0; i < nmsg; i++ {
+		if got := sub.mustFrame(10 * time.Second); got != pushFrame(false, "message", "fan", payload(i)) {
+			t.Fatalf("message %d after shutdown began: %.60q…", i, got)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
