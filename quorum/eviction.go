@@ -57,6 +57,17 @@ func (w *watch) checkPolicy(client rueidis.Client) (taint bool, err error) {
 		}
 		return true, nil
 	}
+	if was != "" && was != policy {
+		// It may have evicted until the policy changed, after the last
+		// check that saw it evicting: the quarantine counts from now (a
+		// new taint), not from that check (found by review: another
+		// proxy's lock, granted in between and evicted, was granted
+		// again that much early).
+		w.policy.evictedAt = time.Now()
+		if w.m.markers {
+			w.policy.taintPending, taint = true, true
+		}
+	}
 	if !w.policy.taintPending {
 		w.m.e.unbar(w.i, barEvicting)
 	}
