@@ -44,21 +44,8 @@ func testQuarantineLiftWaits(t *testing.T, pause time.Duration) {
 	poll(t, "A: all voting", func() bool { return allVoting(a) })
 	b := startEngine(t, masters, func(c *quorum.Config) { c.MaxTTL = 3 * time.Second })
 	poll(t, "B: all voting", func() bool { return allVoting(b) })
-	if _, err := masters[2].Do("SET", "k", "leftover", "PX", "150"); err != nil {
-		t.Fatal(err)
-	}
-	sent := time.Now()
-	const ttl = 2500 * time.Millisecond
-	if r := acquire(t, b, "k", "tokB", ttl); r.Err != nil || !r.Reply.IsOK() {
-		t.Fatalf("B's acquire: %v %v", r.Reply, r.Err)
-	}
-	validUntil := sent.Add(ttl - quorum.Drift(ttl, 0.01))
-	b.Close()
-	masters[0].Kill()
-	if err := masters[0].Restart(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := time.Now()
+	validUntil := grantOnTwo(t, masters, b)
+	restarted := restartEmpty(t, masters[0])
 	if pause > 0 {
 		for _, m := range masters[1:] {
 			if err := m.Pause(); err != nil {
@@ -111,11 +98,7 @@ func TestRestartedMasterVotesOnlyOnACheck(t *testing.T) {
 		c.QuarantineCheck = 30 * time.Second
 	})
 	poll(t, "A: all voting", func() bool { return allVoting(a) })
-	masters[0].Kill()
-	if err := masters[0].Restart(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := time.Now()
+	restarted := restartEmpty(t, masters[0])
 	for _, m := range masters[1:] {
 		if err := m.Pause(); err != nil {
 			t.Fatal(err)
@@ -141,4 +124,32 @@ func TestRestartedMasterVotesOnlyOnACheck(t *testing.T) {
 		t.Errorf("master 0 voted in %d of %d looks (first %v after its restart) while no other master had answered since", votes, polls, first)
 	}
 	poll(t, "A: master 0 voting once the others answered", func() bool { return a.Masters()[0].Voting() })
+}
+
+// grantOnTwo has proxy b (max_ttl 3s) grant k to tokB for 2.5s on masters
+// 0 and 1 (a 150ms leftover refuses it on master 2), closes b, and returns
+// when its holder's validity ends.
+func grantOnTwo(t *testing.T, masters []*redisproc.Server, b *quorum.Engine) time.Time {
+	t.Helper()
+	if _, err := masters[2].Do("SET", "k", "leftover", "PX", "150"); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	const ttl = 2500 * time.Millisecond
+	if r := acquire(t, b, "k", "tokB", ttl); r.Err != nil || !r.Reply.IsOK() {
+		t.Fatalf("B's acquire: %v %v", r.Reply, r.Err)
+	}
+	b.Close()
+	return sent.Add(ttl - quorum.Drift(ttl, 0.01))
+}
+
+// restartEmpty kills m and starts it again without its data, and returns
+// when.
+func restartEmpty(t *testing.T, m *redisproc.Server) time.Time {
+	t.Helper()
+	m.Kill()
+	if err := m.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	return time.Now()
 }

@@ -40,22 +40,9 @@ func TestQuarantineReconnectionEndsOnACheck(t *testing.T) {
 	poll(t, "A: all voting", func() bool { return allVoting(a) })
 	b := startEngine(t, masters, func(c *quorum.Config) { c.MaxTTL = 3 * time.Second })
 	poll(t, "B: all voting", func() bool { return allVoting(b) })
-	if _, err := masters[2].Do("SET", "k", "leftover", "PX", "150"); err != nil {
-		t.Fatal(err)
-	}
-	sent := time.Now()
-	const ttl = 2500 * time.Millisecond
-	if r := acquire(t, b, "k", "tokB", ttl); r.Err != nil || !r.Reply.IsOK() {
-		t.Fatalf("B's acquire: %v %v", r.Reply, r.Err)
-	}
-	validUntil := sent.Add(ttl - quorum.Drift(ttl, 0.01))
-	b.Close()
+	validUntil := grantOnTwo(t, masters, b)
 	slow.Store(true)
-	masters[0].Kill()
-	if err := masters[0].Restart(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := time.Now()
+	restarted := restartEmpty(t, masters[0])
 	for time.Until(validUntil) > 50*time.Millisecond {
 		if s := a.Masters()[0]; s.Up && s.Voting() {
 			t.Logf("A lets master 0 vote %v after its restart (marker %q)", time.Since(restarted), marker(t, masters[0]))

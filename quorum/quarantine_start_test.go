@@ -26,21 +26,8 @@ func TestQuarantineLiftAtStartWaitsForTheOthers(t *testing.T) {
 	masters := redisproc.ForTest(t, 3)
 	b := startEngine(t, masters, bootstrap, func(c *quorum.Config) { c.MaxTTL = 3 * time.Second })
 	poll(t, "B: all voting", func() bool { return allVoting(b) })
-	if _, err := masters[2].Do("SET", "k", "leftover", "PX", "150"); err != nil {
-		t.Fatal(err)
-	}
-	sent := time.Now()
-	const ttl = 2500 * time.Millisecond
-	if r := acquire(t, b, "k", "tokB", ttl); r.Err != nil || !r.Reply.IsOK() {
-		t.Fatalf("B's acquire: %v %v", r.Reply, r.Err)
-	}
-	validUntil := sent.Add(ttl - quorum.Drift(ttl, 0.01))
-	b.Close()
-	masters[0].Kill()
-	if err := masters[0].Restart(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := time.Now()
+	validUntil := grantOnTwo(t, masters, b)
+	restarted := restartEmpty(t, masters[0])
 	// What a proxy A1 with max_ttl 300ms, the first to check master 0 after
 	// its restart, wrote before it stopped (rolling restart of A).
 	if _, err := masters[0].Do("EVAL", `redis.call('SELECT', 1)

@@ -58,16 +58,16 @@ const MaxRefusalField = 256
 func (r *Refusal) Error() string {
 	var b strings.Builder
 	b.WriteString("script refused: ")
-	b.WriteString(clip(r.Reason))
+	b.WriteString(Clip(r.Reason, MaxRefusalField))
 	var where []string
 	if r.Probe != "" {
-		where = append(where, "probe: "+clip(r.Probe))
+		where = append(where, "probe: "+Clip(r.Probe, MaxRefusalField))
 	}
 	if r.Command != "" {
-		where = append(where, "command: "+clip(r.Command))
+		where = append(where, "command: "+Clip(r.Command, MaxRefusalField))
 	}
 	if r.Arg != "" {
-		where = append(where, "argument: "+clip(r.Arg))
+		where = append(where, "argument: "+Clip(r.Arg, MaxRefusalField))
 	}
 	if len(where) > 0 {
 		b.WriteString(" (")
@@ -77,16 +77,16 @@ func (r *Refusal) Error() string {
 	return b.String()
 }
 
-// clip cuts s to at most MaxRefusalField bytes, on a UTF-8 boundary, and
-// says how long it was.
-func clip(s string) string {
-	if len(s) <= MaxRefusalField {
+// Clip cuts s to at most n bytes, on a UTF-8 boundary, ending it with
+// its full length: a message that quotes what a script built stays short.
+func Clip(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
 	tail := fmt.Sprintf("… (%d bytes)", len(s))
-	cut := MaxRefusalField - len(tail)
+	cut := n - len(tail)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return s[:cut] + tail
+	return s[:max(cut, 0)] + tail
 }

@@ -3,10 +3,8 @@ package catalog
 import (
 	"container/list"
 	"context"
-	"fmt"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/lockproxy/lockproxy/proxy/analyze"
 )
@@ -96,18 +94,6 @@ func (r *refusal) Error() string { return r.msg }
 // texts made here from a script's semantics.
 const maxRefusalText = 2048
 
-func clipRefusal(msg string) string {
-	if len(msg) <= maxRefusalText {
-		return msg
-	}
-	tail := fmt.Sprintf("… (%d bytes)", len(msg))
-	cut := maxRefusalText - len(tail)
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + tail
-}
-
 // Lookup returns what is known of sha (lower-case hex): a script, or the
 // reason it is refused; known is false while it was never analyzed (or
 // was forgotten).
@@ -165,7 +151,7 @@ func (u *Understander) run(body []byte, sha string, j *Analysis) {
 		sc, err = fromSemantics(body, sha, sem, u.maxTTL, u.drift)
 	}
 	if err != nil {
-		err = &refusal{msg: clipRefusal(err.Error())}
+		err = &refusal{msg: analyze.Clip(err.Error(), maxRefusalText)}
 	}
 	u.settle(sha, j, sc, err)
 }
