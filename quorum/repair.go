@@ -33,6 +33,13 @@ import (
 type repairState struct {
 	running bool
 	lastErr string // logged once
+	// latest is the record the last check read. A repair that ends clears
+	// the flag only if it still names the loss the repair started from: a
+	// check during the repair may have read a newer loss, whose repair
+	// starts at the next check.
+	latest string
+	// run is restore; tests replace it.
+	run func(w *watch, record string) (int, error)
 }
 
 // Bounds of a repair.
@@ -54,19 +61,28 @@ return 0`)
 // pending one is started. w.mu is held.
 func (w *watch) repairState(record string) {
 	pending := strings.HasPrefix(record, "p:") && !w.m.e.noRepair.Load()
+	w.repair.latest = record
 	w.m.e.repairs[w.i].Store(pending)
 	if !pending || w.repair.running || w.m.ctx.Err() != nil {
 		return
 	}
 	w.repair.running = true
+	run := w.repair.run
+	if run == nil {
+		run = (*watch).restore
+	}
 	w.m.wg.Add(1)
 	go func() {
 		defer w.m.wg.Done()
-		n, err := w.restore(record)
+		n, err := run(w, record)
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.repair.running = false
 		switch {
+		case err == nil && w.repair.latest != record && strings.HasPrefix(w.repair.latest, "p:"):
+			// The master lost its data again while this repair ran (a
+			// check read the newer loss): its counters are gone again.
+			w.m.e.cfg.Logger.Warn("master lost its data again while its counters were being restored; restoring again at its next check (it does not vote on counters meanwhile)", "master", w.addr)
 		case err == nil:
 			w.repair.lastErr = ""
 			w.m.e.repairs[w.i].Store(false)
