@@ -1,5 +1,7 @@
 package quorum
 
+import "time"
+
 // SetRecycleHook makes f see every Request going back to the pool (nil:
 // none). Tests only; not safe while requests are in flight.
 func SetRecycleHook(f func(*Request)) { onRecycle = f }
@@ -20,3 +22,17 @@ func SetCheckedHook(f func(e *Engine, master int)) {
 	}
 	onChecked.Store(&f)
 }
+
+// SetMarkerHook makes f see each marker check just before its script runs,
+// with its mode ("peek", "bootstrap", "check"); nil: none. Engines of other
+// tests call it too: f filters by engine (MaxTTLOf).
+func SetMarkerHook(f func(e *Engine, master int, mode string)) {
+	if f == nil {
+		onMarker.Store(nil)
+		return
+	}
+	onMarker.Store(&f)
+}
+
+// MaxTTLOf is e's configured max_ttl.
+func MaxTTLOf(e *Engine) time.Duration { return e.cfg.MaxTTL }

@@ -24,7 +24,13 @@ import (
 // the master was seen with an evicting policy (start a quarantine now),
 // ARGV[6] "0" when a quarantine that has run out must not end yet (this
 // proxy has not checked every other master since the master stopped
-// voting: liftable).
+// voting: liftable), ARGV[7] how long the peek's nonce lives, in ms.
+// KEYS[4] is this proxy's bootstrap nonce (bootNonceKey): a peek writes
+// it, and bootstrap mode creates a missing marker as "ok" only while it is
+// there. Without it, the master lost its data after this proxy's peek
+// found it blank (a restart during the bootstrap, after other proxies had
+// checked it and granted locks on it): it is quarantined like any master
+// found without a marker.
 // It returns {master_now_ms, state, end_ms, start_ms, recorded_ms, repair}:
 // state "none" (peek only), "ok", "new" (quarantine just started) or
 // "quarantined"; recorded is the longest max_ttl recorded on this master;
@@ -95,8 +101,11 @@ if start and till then
   end
   return out('quarantined', till, start)
 end
-if not write then return out('none', 0, 0) end
-if ARGV[2] == 'bootstrap' and not v then
+if not write then
+  redis.call('SET', KEYS[4], '1', 'PX', ARGV[7])
+  return out('none', 0, 0)
+end
+if ARGV[2] == 'bootstrap' and not v and redis.call('EXISTS', KEYS[4]) == 1 then
   redis.call('SET', KEYS[1], 'ok')
   return out('ok', 0, 0)
 end
@@ -144,8 +153,11 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 		liftArg = "0"
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, checkTimeout)
-	res, err := m.script.Exec(ctx, client, []string{MarkerKey, MaxTTLKey, RepairKey},
-		[]string{msArg(m.quarantineLen()), mode, strconv.FormatInt(m.ownTTL, 10), msArg(m.grace + recordSlack), taintArg, liftArg}).ToArray()
+	if h := onMarker.Load(); h != nil {
+		(*h)(m.e, w.i, mode)
+	}
+	res, err := m.script.Exec(ctx, client, []string{MarkerKey, MaxTTLKey, RepairKey, m.bootKey},
+		[]string{msArg(m.quarantineLen()), mode, strconv.FormatInt(m.ownTTL, 10), msArg(m.grace + recordSlack), taintArg, liftArg, msArg(bootNonceTTL)}).ToArray()
 	cancel()
 	received := time.Now()
 	var rep markerReply
@@ -213,6 +225,10 @@ func (w *watch) lifted(mode string, taint bool, started time.Time) {
 	}
 	w.checked(started)
 }
+
+// onMarker, when set by a test, sees each check just before its marker
+// script runs, with no lock held.
+var onMarker atomic.Pointer[func(e *Engine, master int, mode string)]
 
 // onChecked, when set by a test, sees each check once its answer is
 // applied (checkMarker), with the check's w.mu held.

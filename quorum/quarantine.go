@@ -60,6 +60,8 @@ package quorum
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"strconv"
 	"sync"
 	"time"
@@ -75,6 +77,9 @@ const (
 	// sorted set of max_ttl in ms, scored by the master time (ms) until
 	// which locks granted under it may live.
 	MaxTTLKey = "lockproxy:maxttl"
+	// bootNonceKey, followed by a random nonce per proxy process, is the
+	// key a bootstrap peek leaves on a blank master (markerScript).
+	bootNonceKey = "lockproxy:boot:"
 	// MarkerDB is the database of MarkerKey and MaxTTLKey, out of reach of
 	// clients.
 	MarkerDB = 1
@@ -91,6 +96,9 @@ const (
 	// minRecordGrace is the least time a master's votes keep counting after
 	// the last check that refreshed this proxy's max_ttl record on it.
 	minRecordGrace = 5 * time.Second
+	// bootNonceTTL is how long a peek's nonce lives: a master whose
+	// bootstrap check has not answered by then is quarantined, not trusted.
+	bootNonceTTL = bootstrapWait + time.Minute
 )
 
 // Master verification states, as the monitor sees them.
@@ -112,6 +120,7 @@ type monitor struct {
 	wg       sync.WaitGroup
 	watches  []*watch
 	boot     bootstrapVote
+	bootKey  string      // bootNonceKey and this monitor's nonce
 	stopBoot func() bool // stops the bootstrap timer
 }
 
@@ -157,6 +166,9 @@ func newMonitor(e *Engine) *monitor {
 		ctx:     ctx,
 		cancel:  cancel,
 	}
+	var nonce [12]byte
+	rand.Read(nonce[:])
+	m.bootKey = bootNonceKey + hex.EncodeToString(nonce[:])
 	m.boot.seen = make([]int8, e.n)
 	m.boot.decided = !e.cfg.Bootstrap || !m.markers
 	for i, addr := range e.cfg.Masters {
