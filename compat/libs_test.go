@@ -139,9 +139,13 @@ func driveGoZero(t *testing.T, e *env) {
 	if waited := time.Since(start); waited < 700*time.Millisecond {
 		t.Fatalf("a lock held for 1.5s was taken after %v", waited)
 	}
-	must(t, e.checkHeld(t, key, goZeroID(waiter)))
+	// The holder's key expires on each master at its own moment (when the
+	// master took the write, plus the TTL), so the poll that wins may find
+	// it gone on a quorum only: the others refused, and keep nothing once
+	// it expires there (found flaky under load).
+	must(t, e.checkGranted(t, key, goZeroID(waiter)))
 	release(short, false, "the expired holder's release")
-	must(t, e.checkHeld(t, key, goZeroID(waiter)))
+	must(t, e.checkGranted(t, key, goZeroID(waiter)))
 	release(waiter, true, "the holder's release")
 	must(t, e.checkKeys(t, prefixOf(t)))
 }
