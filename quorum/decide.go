@@ -75,7 +75,10 @@ func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
 		// so that the client hears what a quorum did; rare (a leftover
 		// count on a master), and bounded by node_timeout.
 		return false
-	case r.yes >= q:
+	case r.yes >= q && (r.reent == nil || r.reentrantYes() >= q):
+		// A re-entrant acquisition counts only the yes votes that keep
+		// a quorum's counts at the holder's depth (reentrant.go); short
+		// of that it waits for the other masters, then is refused.
 		r.success()
 	case r.kind == Release && no <= n-q:
 		// Not refused by enough masters to prove the token is not held

@@ -75,6 +75,10 @@ type ScriptOp struct {
 	// counter's key. A grant then continues with the max-register's
 	// increment of it, whose value the client gets (counter.go).
 	Counter Arg
+	// Reentrant marks a re-entrant hash lock's acquire: Body and SHA1 are
+	// then its client's script wrapped by WrapReentrant, and a grant needs
+	// a quorum whose counts keep the holder's depth (reentrant.go).
+	Reentrant bool
 }
 
 // Acquire is SET key token NX PX ttl: a quorum acquisition. t0 is when the
@@ -175,6 +179,9 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 	r.nkeys, r.noReply, r.pttlAt, r.noIsNoop, r.t0, r.TTL = len(keys), op.No, op.NoPTTLAt+1, op.NoIsNoop, t0, ttl
 	if !op.Preloaded {
 		r.load = op
+	}
+	if op.Reentrant && op.Kind == Acquire {
+		r.reent = &reentState{}
 	}
 	size := 64 + len(op.SHA1)
 	for _, a := range keys {

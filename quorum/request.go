@@ -170,6 +170,9 @@ type Request struct {
 	fence      []byte
 	notCounter uint16
 	cont       uint8
+	// reent: a re-entrant hash lock's acquisition, whose masters also
+	// answer the token's count (reentrant.go); nil otherwise.
+	reent *reentState
 }
 
 // Per-master state of a request. The undo of a failed acquisition depends
@@ -195,6 +198,9 @@ func (r *Request) Complete(master int, rep resp.Reply, err error) {
 
 func (r *Request) complete(master int, rep resp.Reply, err error) {
 	r.mu.Lock()
+	if r.reent != nil && err == nil {
+		r.unwrapReentrant(master, &rep)
+	}
 	switch r.state[master] {
 	case pending:
 	case timedOut:

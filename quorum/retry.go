@@ -29,7 +29,7 @@ import (
 // mayRetry reports whether r, a lost acquisition with some yes votes, gets
 // a second attempt. r.mu is held.
 func (e *Engine) mayRetry(r *Request) bool {
-	if r.retried || r.kind != Acquire || r.undoOp == UndoNone || r.TTL <= 0 || e.cfg.SplitRetryJitter < 0 {
+	if r.retried || r.kind != Acquire || r.undoOp == UndoNone || r.TTL <= 0 || e.cfg.SplitRetryJitter < 0 || r.reent != nil {
 		return false
 	}
 	elapsed := time.Duration(batching.Now() - r.t0)

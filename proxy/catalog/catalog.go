@@ -77,6 +77,11 @@ type Script struct {
 	// answers the quorum max-register's increment of it instead, which
 	// never goes back (docs/fencing.md).
 	Counter quorum.Arg
+	// Reentrant: a re-entrant hash lock's acquire (understood only). The
+	// masters run masterBody (sha1 masterSHA), its body wrapped by
+	// quorum.WrapReentrant to answer the token's count too.
+	Reentrant             bool
+	masterBody, masterSHA string
 	// Signals are the lists the script pushes to when it answers yes
 	// (python-redis-lock's release fills the list its blocked acquirers
 	// BLPOP): a yes emits a push event for each, which wakes the BLPOP
@@ -130,6 +135,9 @@ func (s *Script) finish() *Script {
 	}
 	if s.NoPTTLAt == 0 && s.Semantics == "" {
 		op.NoPTTLAt = -1 // the catalog's scripts carry no PTTL in their no replies
+	}
+	if s.Reentrant {
+		op.Reentrant, op.Body, op.SHA1 = true, s.masterBody, s.masterSHA
 	}
 	s.op = op
 	return s

@@ -40,6 +40,11 @@ func fromSemantics(body []byte, sha string, sem *analyze.Semantics, maxTTL time.
 	if err := s.layout(sem); err != nil {
 		return nil, err
 	}
+	if sem.Kind == analyze.ReentrantAcquire {
+		if err := s.reentrant(); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.ttls(sem, maxTTL); err != nil {
 		return nil, err
 	}
@@ -94,6 +99,21 @@ func kindOf(sem *analyze.Semantics) (quorum.Kind, error) {
 		return quorum.Read, nil
 	}
 	return 0, fmt.Errorf("its kind %s is not one lockproxy runs", sem.Kind)
+}
+
+// reentrant makes a re-entrant acquire run wrapped, so that each master
+// also answers the token's count, which the engine's decision needs
+// (quorum/reentrant.go).
+func (s *Script) reentrant() error {
+	if len(s.LockKeys) != 1 || s.KeyArg != 0 || s.TokenArg == 0 {
+		return fmt.Errorf("it is a re-entrant lock whose key is not one of KEYS or whose token is not an argument: lockproxy reads each master's count of the token to decide it")
+	}
+	body, sha, err := quorum.WrapReentrant(s.Body, quorum.Arg{Keys: true, Index: s.LockKeys[0]}, quorum.Arg{Keys: s.TokenInKeys, Index: s.TokenArg})
+	if err != nil {
+		return fmt.Errorf("it is %s", err)
+	}
+	s.Reentrant, s.masterBody, s.masterSHA = true, body, sha
+	return nil
 }
 
 // layout says where the lock's keys and its token are.

@@ -1,0 +1,181 @@
+package proxy_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/redis/go-redis/v9"
+)
+
+// redissonOps runs Redisson 4.x's tryLockInner and 3.23's unlockInner as
+// RedissonLock sends them (lease 30000 ms, token uuid:threadId).
+type redissonOps struct {
+	try, unlock *redis.Script
+	name        string
+}
+
+func newRedissonOps(t *testing.T) redissonOps {
+	t.Helper()
+	body := func(name string) string {
+		b, err := os.ReadFile("analyze/testdata/corpus/" + name + ".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	return redissonOps{
+		try:    redis.NewScript(body("redisson-4.x_tryLockInner")),
+		unlock: redis.NewScript(body("redisson-3.23_unlockInner")),
+		name:   "rlock",
+	}
+}
+
+// tryLock answers "granted" (nil) or "held" (the holder's PTTL).
+func (o redissonOps) tryLock(ctx context.Context, c redis.Scripter, token string) (string, error) {
+	_, err := o.try.Run(ctx, c, []string{o.name}, "30000", token).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "granted", nil
+	case err != nil:
+		return "", err
+	}
+	return "held", nil
+}
+
+// unlockOnce answers "1" (released), "0" (count taken off, still held) or
+// "nil" (not held).
+func (o redissonOps) unlockOnce(ctx context.Context, c redis.Scripter, token string) (string, error) {
+	v, err := o.unlock.Run(ctx, c, []string{o.name, "redisson_lock__channel:{" + o.name + "}"}, "0", "30000", token, "publish").Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "nil", nil
+	case err != nil:
+		return "", err
+	}
+	if v.(int64) == 1 {
+		return "1", nil
+	}
+	return "0", nil
+}
+
+// reentrantSteps is the review's sequence: A locks while the masters in
+// first are cut off, re-enters while those in second are (and, if that is
+// refused, once every master is back), unlocks once, and then B tries the
+// lock while A still holds one level. It returns A's unlock and B's
+// tryLock as lockproxy answered them.
+func reentrantSteps(t *testing.T, c *cluster, relays []*relay, first, second []int) (unlock, bLock string) {
+	t.Helper()
+	ctx := context.Background()
+	ops := newRedissonOps(t)
+	const tokA, tokB = "uuidA:1", "uuidB:1"
+	a, b := c.client(), c.client()
+	counts := func() []string {
+		out := make([]string, len(c.masters))
+		for i, m := range c.masters {
+			out[i], _ = m.Do("HGET", ops.name, tokA)
+		}
+		return out
+	}
+	cut := func(ms []int, on bool) {
+		for _, i := range ms {
+			if on {
+				c.partition(relays, i)
+			} else {
+				relays[i].setCut(false)
+			}
+		}
+		if !on {
+			c.waitVoting(len(c.masters))
+		}
+	}
+	cut(first, true)
+	if r, err := ops.tryLock(ctx, a, tokA); err != nil || r != "granted" {
+		t.Fatalf("A's lock: %q %v", r, err)
+	}
+	cut(first, false)
+	cut(second, true)
+	r2, err := ops.tryLock(ctx, a, tokA)
+	if err != nil {
+		t.Fatalf("A's re-lock: %v", err)
+	}
+	cut(second, false)
+	t.Logf("A's re-lock with masters %v away: %s; counts %v", second, r2, counts())
+	if r2 != "granted" {
+		// Refused while the counts could not be shown to hold A's depth:
+		// granted once every master answers.
+		if r2, err = ops.tryLock(ctx, a, tokA); err != nil || r2 != "granted" {
+			t.Fatalf("A's re-lock with every master back: %q %v", r2, err)
+		}
+	}
+	t.Logf("A locked twice: counts %v", counts())
+	if unlock, err = ops.unlockOnce(ctx, a, tokA); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("A unlocked once: %s; counts %v", unlock, counts())
+	if bLock, err = ops.tryLock(ctx, b, tokB); err != nil {
+		t.Fatal(err)
+	}
+	return unlock, bLock
+}
+
+// TestReentrantCountsKeepTheDepth: Redisson's re-entrant lock, with two
+// minority partitions at different times (each within Redlock's fault
+// model; no master loses data). A locks with master 2 away, re-enters with
+// master 0 away, and unlocks once: on one Redis it still holds one level
+// (the unlock answers 0) and B is refused. Each master's re-entry count
+// once counted as a plain yes: the re-entry took the free key on master 2
+// with a count of 1, one unlock deleted the lock on masters 0 and 2, A
+// heard "released" and B was granted while A still held it (found by
+// review; fails without reentrantYes).
+func TestReentrantCountsKeepTheDepth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ops := newRedissonOps(t)
+	one := redisproc.ForTest(t, 1)[0]
+	rc := redis.NewClient(&redis.Options{Addr: one.Addr, Protocol: 2})
+	defer rc.Close()
+	var single []string
+	for _, step := range []func() (string, error){
+		func() (string, error) { return ops.tryLock(ctx, rc, "uuidA:1") },
+		func() (string, error) { return ops.tryLock(ctx, rc, "uuidA:1") },
+		func() (string, error) { return ops.unlockOnce(ctx, rc, "uuidA:1") },
+		func() (string, error) { return ops.tryLock(ctx, rc, "uuidB:1") },
+	} {
+		r, err := step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		single = append(single, r)
+	}
+	if single[2] != "0" || single[3] != "held" {
+		t.Fatalf("one Redis: unlock %s, B's lock %s: the control is wrong", single[2], single[3])
+	}
+	c, relays := startRelayed(t, 3)
+	unlock, bLock := reentrantSteps(t, c, relays, []int{2}, []int{0})
+	if unlock != "0" {
+		t.Errorf("A's first of two unlocks answered %s, one Redis 0", unlock)
+	}
+	if bLock != "held" {
+		t.Errorf("B's lock while A holds one re-entry level: %s, one Redis held: two holders", bLock)
+	}
+}
+
+// TestReentrantCountsKeepTheDepthFive: the same with 5 masters and the
+// restart quarantine on (a partition loses no data: it never starts), two
+// masters away each time.
+func TestReentrantCountsKeepTheDepthFive(t *testing.T) {
+	t.Parallel()
+	c, relays := startRelayed(t, 5, withQuarantine(time.Minute))
+	c.waitVoting(5)
+	unlock, bLock := reentrantSteps(t, c, relays, []int{3, 4}, []int{0, 1})
+	if unlock != "0" {
+		t.Errorf("A's first of two unlocks answered %s, one Redis 0", unlock)
+	}
+	if bLock != "held" {
+		t.Errorf("B's lock while A holds one re-entry level: %s, one Redis held: two holders", bLock)
+	}
+}

@@ -1,0 +1,142 @@
+package quorum
+
+import (
+	"cmp"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/lockproxy/lockproxy/internal/resp"
+)
+
+// Re-entrant hash locks (Redisson's RLock and its kind): the lock is a hash
+// whose field, the holder's token, counts how many times the holder has
+// taken it; a release takes 1 off and deletes the lock at 0. The count is
+// each master's own, and it is what decides when the lock goes: a re-entry
+// that finds the key gone on one master (it was away at the first
+// acquisition) takes it there with a count of 1 where the others go to 2,
+// and the holder's first of two releases then deletes the lock on that
+// master and on any other where it counted low. Counted as plain yes votes,
+// such re-entries left a majority whose counts were too low, one release
+// removed the lock from it, and another client was granted it while the
+// holder was still inside its outer critical section (found by review).
+//
+// So a re-entrant acquisition keeps this invariant: a quorum of masters
+// holds a count of at least the holder's depth (acquisitions not yet
+// released). Each master runs the client's script wrapped so that it also
+// answers the token's count after it (WrapReentrant). With R the masters
+// that answered, any quorum H of holders with counts >= depth shares at
+// least k = |R| + Q - N masters with R, so the k-th largest count before
+// the script among R, D, is at least the depth. The re-entry is granted
+// only if Q masters that said yes held at least D before it: they hold at
+// least D+1 now, at least the new depth. A first acquisition (every count
+// 0) is unaffected; a re-entry that cannot show it is refused and undone
+// (1 taken off where it counted), and succeeds once enough masters answer:
+// with all answering, D is the Q-th largest count and the Q masters that
+// hold at least it all say yes. Counts a master holds above the depth (a
+// release it missed) only keep the lock until its TTL: the safe side.
+// Releases keep the invariant by themselves: every holder takes 1 off.
+
+// reentState is a re-entrant acquisition's counts: count[i] is the token's
+// count on master i after the script, -1 when unknown.
+type reentState struct {
+	count [MaxMasters]int64
+}
+
+// WrapReentrant returns the script the masters run for a re-entrant
+// acquisition's body: the client's body, run as a function so that its
+// reply is kept as it is, then the token's count in the lock's hash,
+// answered as {reply, count} (the reply's nil as false, so that the array
+// keeps both). key and token say where the lock's key and the token are.
+func WrapReentrant(body string, key, token Arg) (string, string, error) {
+	if !key.Keys || key.Index < 1 || token.Index < 1 {
+		return "", "", fmt.Errorf("a re-entrant lock whose key is not in KEYS or that has no token argument")
+	}
+	shebang := ""
+	if strings.HasPrefix(body, "#!") {
+		nl := strings.IndexByte(body, '\n')
+		if nl < 0 {
+			return "", "", fmt.Errorf("a script that is only a shebang line")
+		}
+		shebang, body = body[:nl+1], body[nl+1:]
+	}
+	where := "ARGV"
+	if token.Keys {
+		where = "KEYS"
+	}
+	w := fmt.Sprintf(`%slocal lockproxy_reply = (function()
+%s
+end)()
+local lockproxy_count = redis.pcall('HGET', KEYS[%d], %s[%d])
+if type(lockproxy_count) == 'table' then lockproxy_count = false end
+if lockproxy_reply == nil then lockproxy_reply = false end
+return {lockproxy_reply, lockproxy_count}`, shebang, body, key.Index, where, token.Index)
+	sum := sha1.Sum([]byte(w))
+	return w, hex.EncodeToString(sum[:]), nil
+}
+
+// unwrapReentrant takes the count out of master's {reply, count} answer
+// and leaves the script's own reply in rep. An answer of another shape
+// (an error of the script or of the master) is left as it is, its count
+// unknown. r.mu is held.
+func (r *Request) unwrapReentrant(master int, rep *resp.Reply) {
+	r.reent.count[master] = -1
+	if rep.Type != resp.Array || len(rep.Elems) != 2 {
+		return
+	}
+	switch c := rep.Elems[1]; c.Type {
+	case resp.Nil:
+		r.reent.count[master] = 0
+	case resp.Bulk:
+		if v, err := strconv.ParseInt(string(c.Str), 10, 64); err == nil && v >= 0 {
+			r.reent.count[master] = v
+		}
+	case resp.Integer:
+		if c.Int >= 0 {
+			r.reent.count[master] = c.Int
+		}
+	}
+	*rep = rep.Elems[0]
+}
+
+// reentrantYes counts the yes votes of a re-entrant acquisition that keep
+// the invariant above: masters that said yes and held at least D before.
+// r.mu is held.
+func (r *Request) reentrantYes() int32 {
+	var before [MaxMasters]int64
+	m := 0
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied {
+			continue
+		}
+		c := r.reent.count[i]
+		if r.yesFrom[i] && c > 0 {
+			c-- // the script's own increment
+		} else if r.yesFrom[i] {
+			c = -1 // a yes whose count is unknown (or 0): it cannot be shown to hold enough
+		}
+		before[m] = c
+		m++
+	}
+	k := m + r.e.q - r.e.n
+	if k < 1 || k > m {
+		return 0
+	}
+	s := before[:m]
+	slices.SortFunc(s, func(a, b int64) int { return cmp.Compare(b, a) }) // largest first
+	d := max(s[k-1], 0)
+	yes := int32(0)
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied || !r.yesFrom[i] {
+			continue
+		}
+		c := r.reent.count[i] - 1
+		if r.reent.count[i] > 0 && c >= d {
+			yes++
+		}
+	}
+	return yes
+}
