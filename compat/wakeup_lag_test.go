@@ -25,7 +25,7 @@ import (
 // this test needs: without it, it fails.
 func TestWokenWaiterFindsLockReleased(t *testing.T) {
 	t.Parallel()
-	const lag = 150 * time.Millisecond
+	const lag = 100 * time.Millisecond // well under node_timeout (250ms), also on a busy machine
 	t.Run("lockproxy", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
