@@ -34,6 +34,7 @@ type blocker struct {
 	again    bool            // a push came during the round: pop again after it
 	reply    []byte          // the answer, once done
 	done     bool
+	hidx     int // its place in the front's blockTimes, plus 1; 0: not in it
 }
 
 // cmdBlockingPop parses BLPOP/BRPOP key [key ...] timeout and blocks the
@@ -194,11 +195,13 @@ func (f *front) block(b *blocker) {
 		m[b] = struct{}{}
 	}
 	if b.deadline != 0 {
+		f.btimes.add(b)
 		f.alarm.At(b.deadline)
 	}
 }
 
 func (f *front) unblock(b *blocker) {
+	f.btimes.remove(b)
 	for _, k := range b.keys {
 		if m := f.blocked[string(k)]; m != nil {
 			delete(m, b)
@@ -239,19 +242,13 @@ func (f *front) onEvent(ev pubsub.Event) {
 // expireBlocked answers the blockers whose timeout passed (from Fire) and
 // returns the next timeout.
 func (f *front) expireBlocked(now int64) int64 {
-	next := evloop.Never
-	for _, m := range f.blocked {
-		for b := range m {
-			switch {
-			case b.deadline == 0 || b.done:
-			case now >= b.deadline:
-				b.expire()
-			default:
-				next = min(next, b.deadline)
-			}
+	for {
+		b, next := f.btimes.due(now, evloop.Never)
+		if b == nil {
+			return next
 		}
+		b.expire() // with a round in flight, roundDone answers: its deadline passed
 	}
-	return next
 }
 
 // unblockAll answers every blocked client at shutdown.

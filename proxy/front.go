@@ -27,6 +27,7 @@ type front struct {
 	sweepAt int64 // next look for timed-out connections (idle.go); 0: none planned
 
 	blocked    map[string]map[*blocker]struct{} // BLPOP waiters by key (blocking.go)
+	btimes     blockTimes                       // those with a timeout, by deadline (blocktimes.go)
 	stopListen func()                           // ends the hub's events to onEvent
 }
 
