@@ -51,31 +51,55 @@ type reentState struct {
 // reply is kept as it is, then the token's count in the lock's hash,
 // answered as {reply, count} (the reply's nil as false, so that the array
 // keeps both). key and token say where the lock's key and the token are.
-func WrapReentrant(body string, key, token Arg) (string, string, error) {
+func WrapReentrant(body string, key, token Arg) (string, error) {
 	if !key.Keys || key.Index < 1 || token.Index < 1 {
-		return "", "", fmt.Errorf("a re-entrant lock whose key is not in KEYS or that has no token argument")
+		return "", fmt.Errorf("a re-entrant lock whose key is not in KEYS or that has no token argument")
 	}
+	return wrap(body, fmt.Sprintf(`local lockproxy_count = redis.pcall('HGET', %s, %s)
+if type(lockproxy_count) == 'table' then lockproxy_count = false end
+if lockproxy_reply == nil then lockproxy_reply = false end
+return {lockproxy_reply, lockproxy_count}`, key.lua(), token.lua()))
+}
+
+// WrapZeroPTTL returns the script the masters run for an acquire whose yes
+// reply is 0 and whose no reply is the holder's PTTL: a holder in its last
+// millisecond (PTTL 0) is answered 1, so that no master's refusal reads as
+// a yes (a vote for a lock the master did not write). After a real yes the
+// key's PTTL is the lock's TTL, more than the drift allowance.
+func WrapZeroPTTL(body string, key Arg) (string, error) {
+	if key.Index < 1 {
+		return "", fmt.Errorf("an acquire whose yes is 0 and whose lock is not one key")
+	}
+	return wrap(body, fmt.Sprintf(`if lockproxy_reply == 0 and redis.call('PTTL', %s) <= 0 then return 1 end
+return lockproxy_reply`, key.lua()))
+}
+
+// wrap runs body as a function whose reply is lockproxy_reply, then tail.
+// A shebang line stays first.
+func wrap(body, tail string) (string, error) {
 	shebang := ""
 	if strings.HasPrefix(body, "#!") {
 		nl := strings.IndexByte(body, '\n')
 		if nl < 0 {
-			return "", "", fmt.Errorf("a script that is only a shebang line")
+			return "", fmt.Errorf("a script that is only a shebang line")
 		}
 		shebang, body = body[:nl+1], body[nl+1:]
 	}
-	where := "ARGV"
-	if token.Keys {
-		where = "KEYS"
+	return shebang + "local lockproxy_reply = (function()\n" + body + "\nend)()\n" + tail, nil
+}
+
+// ScriptSHA1 is the sha1 of a script body, as EVALSHA names it.
+func ScriptSHA1(body string) string {
+	sum := sha1.Sum([]byte(body))
+	return hex.EncodeToString(sum[:])
+}
+
+// lua is a's Lua expression: KEYS[i] or ARGV[i].
+func (a Arg) lua() string {
+	if a.Keys {
+		return fmt.Sprintf("KEYS[%d]", a.Index)
 	}
-	w := fmt.Sprintf(`%slocal lockproxy_reply = (function()
-%s
-end)()
-local lockproxy_count = redis.pcall('HGET', KEYS[%d], %s[%d])
-if type(lockproxy_count) == 'table' then lockproxy_count = false end
-if lockproxy_reply == nil then lockproxy_reply = false end
-return {lockproxy_reply, lockproxy_count}`, shebang, body, key.Index, where, token.Index)
-	sum := sha1.Sum([]byte(w))
-	return w, hex.EncodeToString(sum[:]), nil
+	return fmt.Sprintf("ARGV[%d]", a.Index)
 }
 
 // unwrapReentrant takes the count out of master's {reply, count} answer

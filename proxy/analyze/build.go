@@ -119,6 +119,15 @@ func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
 		return nil
 	}
 	sem.No = noReplyOf(src.o.reply, heldPTTL(0))
+	if sem.No.PTTLAt >= 0 && rule.Match(&sem.No.Reply, a.nkeys) {
+		// A script whose yes is 0 and whose no is the holder's PTTL (a
+		// Redisson-style acquire that answers 0 where Redisson answers
+		// nil): the placeholder PTTL is 1, the least a holder's PTTL can
+		// be when lockproxy answers it (the masters run such a script
+		// wrapped so that a last-millisecond PTTL of 0 is answered as 1:
+		// proxy/catalog, quorum.WrapZeroPTTL).
+		sem.No.setPTTL(1)
+	}
 	if rule.Match(&sem.No.Reply, a.nkeys) {
 		return &Refusal{Class: ClassBehaviour, Probe: src.name, Reason: fmt.Sprintf("the script's no reply %s looks like a yes", sem.No.Reply)}
 	}

@@ -134,6 +134,35 @@ end
 return redis.call('pttl', KEYS[1])`,
 		want: corpusWant{sem: `reentrant-acquire hash keys=KEYS[1] token=ARGV[2] ttl=ARGV[1] ms yes=nil no=:0 (PTTL at 0) undo=hash-decr(ARGV[2]) no-is-noop`}},
 
+	// pjimming/rlock's acquire: Redisson's, answering 0 where Redisson
+	// answers nil (reach sweep of 2026-11-28). Its no reply's placeholder
+	// PTTL is 1: 0 would read as its yes.
+	{name: "Redisson-style hash lock whose yes is 0", body: `
+if (redis.call('EXISTS', KEYS[1]) == 0) then
+    -- don't have lock
+    redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+    redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+    return 0
+end
+if (redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1) then
+    -- reentry
+    redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+    redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+    return 0
+end
+return redis.call('PTTL', KEYS[1])`,
+		want: corpusWant{sem: `reentrant-acquire hash keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms yes=integer 0 no=:1 (PTTL at 0) undo=hash-decr(ARGV[1]) no-is-noop`}},
+
+	// cheerego/go-redisson's Mutex: tokenless, 0 or the holder's PTTL.
+	{name: "tokenless lock whose yes is 0", body: `
+if (redis.call('exists', KEYS[1]) == 0) then
+	redis.call('set', KEYS[1], 1);
+    redis.call('pexpire', KEYS[1], ARGV[1]);
+    return 0;
+end;
+return redis.call('pttl', KEYS[1]);`,
+		want: corpusWant{sem: `acquire string keys=KEYS[1] tokenless="1" ttl=ARGV[1] ms yes=integer 0 no=:1 (PTTL at 0) undo=del-if-value("1") no-is-noop`}},
+
 	{name: "Symfony save (sorted set, now from TIME)", body: symfonySave,
 		want: corpusWant{sem: `acquire-or-extend zset keys=KEYS[1] token=ARGV[2] ttl=ARGV[3] ms yes=integer 1 no=nil undo=zrem(ARGV[2],"__write__") no-is-noop`},
 		check: func(t *testing.T, s *Semantics) {

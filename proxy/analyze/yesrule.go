@@ -114,3 +114,13 @@ func noReplyOf(r Reply, pttl int64) NoReply {
 	}
 	return n
 }
+
+// setPTTL sets the placeholder of the holder's PTTL in n's reply.
+func (n *NoReply) setPTTL(v int64) {
+	switch {
+	case n.PTTLAt == 0:
+		n.Reply.Int = v
+	case n.PTTLAt > 0:
+		n.Reply.Elems[n.PTTLAt-1].Int = v
+	}
+}

@@ -77,9 +77,9 @@ type Script struct {
 	// answers the quorum max-register's increment of it instead, which
 	// never goes back (docs/fencing.md).
 	Counter quorum.Arg
-	// Reentrant: a re-entrant hash lock's acquire (understood only). The
-	// masters run masterBody (sha1 masterSHA), its body wrapped by
-	// quorum.WrapReentrant to answer the token's count too.
+	// Reentrant: a re-entrant hash lock's acquire (understood only).
+	// masterBody (sha1 masterSHA), when set, is what the masters run
+	// instead of Body: wrapped to answer what the engine needs (wrap).
 	Reentrant             bool
 	masterBody, masterSHA string
 	// Signals are the lists the script pushes to when it answers yes
@@ -136,8 +136,9 @@ func (s *Script) finish() *Script {
 	if s.NoPTTLAt == 0 && s.Semantics == "" {
 		op.NoPTTLAt = -1 // the catalog's scripts carry no PTTL in their no replies
 	}
-	if s.Reentrant {
-		op.Reentrant, op.Body, op.SHA1 = true, s.masterBody, s.masterSHA
+	op.Reentrant = s.Reentrant
+	if s.masterSHA != "" {
+		op.Body, op.SHA1 = s.masterBody, s.masterSHA
 	}
 	s.op = op
 	return s

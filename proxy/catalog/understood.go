@@ -40,10 +40,8 @@ func fromSemantics(body []byte, sha string, sem *analyze.Semantics, maxTTL time.
 	if err := s.layout(sem); err != nil {
 		return nil, err
 	}
-	if sem.Kind == analyze.ReentrantAcquire {
-		if err := s.reentrant(); err != nil {
-			return nil, err
-		}
+	if err := s.wrap(sem); err != nil {
+		return nil, err
 	}
 	if err := s.ttls(sem, maxTTL); err != nil {
 		return nil, err
@@ -101,18 +99,48 @@ func kindOf(sem *analyze.Semantics) (quorum.Kind, error) {
 	return 0, fmt.Errorf("its kind %s is not one lockproxy runs", sem.Kind)
 }
 
-// reentrant makes a re-entrant acquire run wrapped, so that each master
-// also answers the token's count, which the engine's decision needs
-// (quorum/reentrant.go).
-func (s *Script) reentrant() error {
-	if len(s.LockKeys) != 1 || s.KeyArg != 0 || s.TokenArg == 0 {
-		return fmt.Errorf("it is a re-entrant lock whose key is not one of KEYS or whose token is not an argument: lockproxy reads each master's count of the token to decide it")
+// wrap sets what the masters run instead of the client's body, when the
+// engine needs more from each master than the body answers (quorum's
+// WrapZeroPTTL and WrapReentrant, in that order).
+func (s *Script) wrap(sem *analyze.Semantics) error {
+	body, wrapped := s.Body, false
+	key := quorum.Arg{Index: s.KeyArg}
+	if len(s.LockKeys) == 1 && s.KeyArg == 0 {
+		key = quorum.Arg{Keys: true, Index: s.LockKeys[0]}
 	}
-	body, sha, err := quorum.WrapReentrant(s.Body, quorum.Arg{Keys: true, Index: s.LockKeys[0]}, quorum.Arg{Keys: s.TokenInKeys, Index: s.TokenArg})
-	if err != nil {
-		return fmt.Errorf("it is %s", err)
+	if s.NoPTTLAt >= 0 {
+		zero := s.NoReply
+		switch {
+		case s.NoPTTLAt == 0:
+			zero.Int = 0
+		case s.NoPTTLAt <= len(zero.Elems):
+			zero.Elems = append([]resp.Reply(nil), zero.Elems...)
+			zero.Elems[s.NoPTTLAt-1].Int = 0
+		}
+		if s.Yes.IsYes(&zero, max(s.MinKeys, 1)) {
+			if s.NoPTTLAt != 0 || key.Index == 0 {
+				return fmt.Errorf("a holder's PTTL of 0 in its no reply would read as a yes, and lockproxy can correct that only for one lock key and a reply that is the PTTL itself")
+			}
+			var err error
+			if body, err = quorum.WrapZeroPTTL(body, key); err != nil {
+				return fmt.Errorf("it is %s", err)
+			}
+			wrapped = true
+		}
 	}
-	s.Reentrant, s.masterBody, s.masterSHA = true, body, sha
+	if sem.Kind == analyze.ReentrantAcquire {
+		if !key.Keys || s.TokenArg == 0 {
+			return fmt.Errorf("it is a re-entrant lock whose key is not one of KEYS or whose token is not an argument: lockproxy reads each master's count of the token to decide it")
+		}
+		var err error
+		if body, err = quorum.WrapReentrant(body, key, quorum.Arg{Keys: s.TokenInKeys, Index: s.TokenArg}); err != nil {
+			return fmt.Errorf("it is %s", err)
+		}
+		s.Reentrant, wrapped = true, true
+	}
+	if wrapped {
+		s.masterBody, s.masterSHA = body, quorum.ScriptSHA1(body)
+	}
 	return nil
 }
 
