@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lockproxy/lockproxy/internal/resp"
+	"github.com/lockproxy/lockproxy/proxy/analyze"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -122,6 +123,14 @@ func (sc ScriptConfig) script() (*Script, error) {
 	}
 	if s.Yes.IsYes(&s.NoReply, 1) && sc.Vote != "numkeys" {
 		return nil, fmt.Errorf("no_reply %s would itself be a yes vote under vote %q", noReply, sc.Vote)
+	}
+	if s.Kind == quorum.Acquire && sc.Body != "" {
+		// A re-entrant lock counted as a plain acquire would let each
+		// master's count vote on its own, which can leave a quorum
+		// whose counts are below the holder's (quorum/reentrant.go).
+		if sem, err := analyze.Analyze([]byte(sc.Body), analyze.Options{}); err == nil && sem.Kind == analyze.ReentrantAcquire {
+			return nil, errors.New("kind \"acquire\" for a re-entrant (hash count) lock: remove the entry, and lockproxy understands the script itself, reading each master's count of the token to decide it")
+		}
 	}
 	return s, nil
 }

@@ -331,6 +331,13 @@ func TestNewCatalogErrors(t *testing.T) {
 		{acquire(func(sc *ScriptConfig) { sc.TTLUnit = "sec" }), `ttl_unit "sec" is not one of ms, s, unix_ms, unix_s`},
 		{acquire(func(sc *ScriptConfig) { sc.TTLArg = -1 }), `ttl_arg -1 is not a 1-based ARGV index`},
 		{acquire(func(sc *ScriptConfig) { sc.TokenArg = 2 }), `token_arg and ttl_arg are both ARGV[2]`},
+		{acquire(func(sc *ScriptConfig) {
+			sc.Body = `if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[1], 1) redis.call('pexpire', KEYS[1], ARGV[2]) return 0
+end
+return redis.call('pttl', KEYS[1])`
+			sc.Vote, sc.NoReply, sc.TTLUnit = "zero", "1", "ms"
+		}), `kind "acquire" for a re-entrant (hash count) lock: remove the entry`},
 		{with(func(sc *ScriptConfig) { sc.Kind, sc.Force = "read", true }), `force is for acquire and release scripts (it marks one that takes or deletes the lock whoever holds it), not read`},
 		{with(func(sc *ScriptConfig) { sc.OtherTTLArgs = []TTLArgConfig{{Arg: 0, Unit: "ms"}} }), `other_ttl_args[0]: arg 0 is not a 1-based ARGV index`},
 		{with(func(sc *ScriptConfig) { sc.OtherTTLArgs = []TTLArgConfig{{Arg: 2, Unit: "min"}} }), `other_ttl_args[0]: unit "min" is not one of ms, s, unix_ms, unix_s`},
