@@ -56,7 +56,7 @@ func WrapReentrant(body string, key, token Arg) (string, error) {
 		return "", fmt.Errorf("a re-entrant lock whose key is not in KEYS or that has no token argument")
 	}
 	return wrap(body, fmt.Sprintf(`local lockproxy_count = redis.pcall('HGET', %s, %s)
-if type(lockproxy_count) == 'table' then lockproxy_count = false end
+if lockproxy_count == nil or type(lockproxy_count) == 'table' then lockproxy_count = false end
 if lockproxy_reply == nil then lockproxy_reply = false end
 return {lockproxy_reply, lockproxy_count}`, key.lua(), token.lua()))
 }
