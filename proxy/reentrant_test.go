@@ -179,3 +179,75 @@ func TestReentrantCountsKeepTheDepthFive(t *testing.T) {
 		t.Errorf("B's lock while A holds one re-entry level: %s, one Redis held: two holders", bLock)
 	}
 }
+
+// TestReentrantRenewalKeepsTheDepth: a watchdog's renewal gives the holder
+// validity, so the masters it renews must hold the holder's depth. A at
+// depth 2 holds counts 2, 2, 1 (its re-entry came while master 2 was
+// away); master 0 is then cut off longer than the lease while A renews.
+// Renewals counted as plain yes votes refreshed masters 1 and 2 (counts 2
+// and 1) while master 0's key expired: A's first of two unlocks then
+// deleted the lock on masters 0 and 2, and B was granted it while A held
+// one level (found by review). Now the renewal is refused (A's watchdog
+// hears it fail, as with any lost extend), or, if it were granted until
+// master 0 expired, B must still be refused.
+func TestReentrantRenewalKeepsTheDepth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ops := newRedissonOps(t)
+	b, err := os.ReadFile("analyze/testdata/corpus/redisson-3.40_renewExpiration.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renew := redis.NewScript(string(b))
+	const lease = 2000
+	const tokA, tokB = "uuidA:1", "uuidB:1"
+	c, relays := startRelayed(t, 3)
+	a, bc := c.client(), c.client()
+	try := func(cl *redis.Client, tok string) string {
+		t.Helper()
+		_, err := ops.try.Run(ctx, cl, []string{ops.name}, lease, tok).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return "granted"
+		case err != nil:
+			t.Fatal(err)
+		}
+		return "held"
+	}
+	if r := try(a, tokA); r != "granted" {
+		t.Fatalf("A's lock: %s", r)
+	}
+	c.partition(relays, 2)
+	if r := try(a, tokA); r != "granted" {
+		t.Fatalf("A's re-lock with master 2 away: %s", r)
+	}
+	c.heal(relays, 2)
+	c.partition(relays, 0)
+	renewed := 0
+	for {
+		v, err := renew.Run(ctx, a, []string{ops.name}, lease, tokA).Int64()
+		if err != nil {
+			t.Fatalf("renewal: %v", err)
+		}
+		if v != 1 {
+			break // refused: the masters renewed could not be shown to hold depth 2
+		}
+		renewed++
+		if e, _ := c.masters[0].Do("EXISTS", ops.name); e == "0" {
+			break
+		}
+		time.Sleep(lease / 4 * time.Millisecond)
+	}
+	c.heal(relays, 0)
+	if e, _ := c.masters[0].Do("EXISTS", ops.name); e == "1" {
+		t.Logf("a renewal was refused after %d granted, before master 0's key expired", renewed)
+		return
+	}
+	u, err := ops.unlockOnce(ctx, a, tokA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := try(bc, tokB); r != "held" {
+		t.Errorf("after %d renewals granted while master 0's key expired, A's first of two unlocks (%s) let B in: %s: two holders", renewed, u, r)
+	}
+}

@@ -75,9 +75,10 @@ type ScriptOp struct {
 	// counter's key. A grant then continues with the max-register's
 	// increment of it, whose value the client gets (counter.go).
 	Counter Arg
-	// Reentrant marks a re-entrant hash lock's acquire: Body and SHA1 are
-	// then its client's script wrapped by WrapReentrant, and a grant needs
-	// a quorum whose counts keep the holder's depth (reentrant.go).
+	// Reentrant marks a re-entrant hash lock's acquire or renewal (Kind
+	// Extend): Body and SHA1 are then its client's script wrapped by
+	// WrapReentrant, and a yes needs a quorum whose counts keep the
+	// holder's depth (reentrant.go).
 	Reentrant bool
 }
 
@@ -180,8 +181,8 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 	if !op.Preloaded {
 		r.load = op
 	}
-	if op.Reentrant && op.Kind == Acquire {
-		r.reent = &reentState{}
+	if op.Reentrant && (op.Kind == Acquire || op.Kind == Extend) {
+		r.reent = &reentState{extend: op.Kind == Extend}
 	}
 	size := 64 + len(op.SHA1)
 	for _, a := range keys {

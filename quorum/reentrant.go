@@ -43,7 +43,8 @@ import (
 // reentState is a re-entrant acquisition's counts: count[i] is the token's
 // count on master i after the script, -1 when unknown.
 type reentState struct {
-	count [MaxMasters]int64
+	count  [MaxMasters]int64
+	extend bool // a renewal: the script leaves the count as it was
 }
 
 // WrapReentrant returns the script the masters run for a re-entrant
@@ -137,10 +138,11 @@ func (r *Request) reentrantYes() int32 {
 			continue
 		}
 		c := r.reent.count[i]
-		if r.yesFrom[i] && c > 0 {
-			c-- // the script's own increment
-		} else if r.yesFrom[i] {
+		switch {
+		case r.yesFrom[i] && c <= 0:
 			c = -1 // a yes whose count is unknown (or 0): it cannot be shown to hold enough
+		case r.yesFrom[i] && !r.reent.extend:
+			c-- // the script's own increment
 		}
 		before[m] = c
 		m++
@@ -157,8 +159,13 @@ func (r *Request) reentrantYes() int32 {
 		if r.state[i] != replied || !r.yesFrom[i] {
 			continue
 		}
-		c := r.reent.count[i] - 1
-		if r.reent.count[i] > 0 && c >= d {
+		c, need := r.reent.count[i], d
+		if r.reent.extend {
+			need = max(d, 1) // a renewal counts only where the holder holds it
+		} else {
+			c-- // the count before the script's increment
+		}
+		if r.reent.count[i] > 0 && c >= need {
 			yes++
 		}
 	}

@@ -11,31 +11,37 @@ import (
 // whether it said yes.
 func TestReentrantYes(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		after []int64
-		yes   []bool
-		want  int32
+		name   string
+		after  []int64
+		yes    []bool
+		want   int32
+		extend bool
 	}{
-		{"first acquisition on all", []int64{1, 1, 1}, []bool{true, true, true}, 3},
-		{"first acquisition, one master held by another", []int64{1, 1, 0}, []bool{true, true, false}, 2},
-		{"re-entry on all", []int64{2, 2, 2}, []bool{true, true, true}, 3},
+		{"first acquisition on all", []int64{1, 1, 1}, []bool{true, true, true}, 3, false},
+		{"first acquisition, one master held by another", []int64{1, 1, 0}, []bool{true, true, false}, 2, false},
+		{"re-entry on all", []int64{2, 2, 2}, []bool{true, true, true}, 3, false},
 		// The review's case: held on 0 and 1, master 0 away, master 2
 		// takes the free key: only master 1 is shown to hold the depth.
-		{"re-entry taking a free key", []int64{-2, 2, 1}, []bool{false, true, true}, 1},
+		{"re-entry taking a free key", []int64{-2, 2, 1}, []bool{false, true, true}, 1, false},
 		// With every master answering, D is the Q-th largest: masters 0
 		// and 1 held 1 (a quorum), so both count, master 2 does not.
-		{"re-entry with all answering after a partition", []int64{2, 2, 1}, []bool{true, true, true}, 2},
+		{"re-entry with all answering after a partition", []int64{2, 2, 1}, []bool{true, true, true}, 2, false},
 		// Master 0 holds one more than the depth (it missed a release):
 		// all answering, D is 1 and every master counts.
-		{"an over-count does not block", []int64{3, 2, 2}, []bool{true, true, true}, 3},
+		{"an over-count does not block", []int64{3, 2, 2}, []bool{true, true, true}, 3, false},
 		// The same with master 2 away: D is the largest of two, 2, and
 		// only master 0 is shown to hold it; more answers may change that.
-		{"an over-count among two answers", []int64{3, 2, -2}, []bool{true, true, false}, 1},
-		{"a yes with an unknown count", []int64{-1, 2, 2}, []bool{true, true, true}, 2},
+		{"an over-count among two answers", []int64{3, 2, -2}, []bool{true, true, false}, 1, false},
+		{"a yes with an unknown count", []int64{-1, 2, 2}, []bool{true, true, true}, 2, false},
+		// Renewals leave the count: they count where it is at least D.
+		{"renewal on all", []int64{2, 2, 2}, []bool{true, true, true}, 3, true},
+		{"renewal of a low count with the depth's master away", []int64{-2, 2, 1}, []bool{false, true, true}, 1, true},
+		{"renewal with all answering", []int64{2, 2, 1}, []bool{true, true, true}, 2, true},
+		{"renewal where the token holds nothing", []int64{0, 0, 0}, []bool{true, true, true}, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := fakeEngine(len(tc.after))
-			r := &Request{e: e, agg: AggVote, rule: &VoteRule{Type: resp.Nil}, reent: &reentState{}}
+			r := &Request{e: e, agg: AggVote, rule: &VoteRule{Type: resp.Nil}, reent: &reentState{extend: tc.extend}}
 			for i, c := range tc.after {
 				if c == -2 {
 					continue

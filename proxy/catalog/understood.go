@@ -128,7 +128,11 @@ func (s *Script) wrap(sem *analyze.Semantics) error {
 			wrapped = true
 		}
 	}
-	if sem.Kind == analyze.ReentrantAcquire {
+	// A hash lock's renewal is checked like a re-entry: it gives the
+	// holder validity, so the masters it renews must hold the holder's
+	// depth; a quorum of low counts renewed while a master that held the
+	// depth expired let one release delete the lock (found by review).
+	if sem.Kind == analyze.ReentrantAcquire || (sem.Kind == analyze.Extend && sem.Form == analyze.FormHash) {
 		if !key.Keys || s.TokenArg == 0 {
 			return fmt.Errorf("it is a re-entrant lock whose key is not one of KEYS or whose token is not an argument: lockproxy reads each master's count of the token to decide it")
 		}
