@@ -251,3 +251,61 @@ func TestReentrantRenewalKeepsTheDepth(t *testing.T) {
 		t.Errorf("after %d renewals granted while master 0's key expired, A's first of two unlocks (%s) let B in: %s: two holders", renewed, u, r)
 	}
 }
+
+// TestReentrantOverCountDoesNotBlock: a release that missed one master
+// leaves it a count above the depth (the safe side); with another master
+// down, D comes from the over-counted master, and every re-entry of the
+// holder was refused for as long as that master stayed down, although a
+// quorum was up and the lock was the holder's: Redisson's lock() waited
+// for itself while its watchdog kept the lock (found by review). The
+// re-entry now raises the other yes master's count (contRaise) and is
+// granted.
+func TestReentrantOverCountDoesNotBlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ops := newRedissonOps(t)
+	const tokA, tokB = "uuidA:1", "uuidB:1"
+	c, relays := startRelayed(t, 3)
+	a, bc := c.client(), c.client()
+	counts := func() []string {
+		out := make([]string, len(c.masters))
+		for i, m := range c.masters {
+			out[i], _ = m.Do("HGET", ops.name, tokA)
+		}
+		return out
+	}
+	for i := 0; i < 2; i++ {
+		if r, err := ops.tryLock(ctx, a, tokA); err != nil || r != "granted" {
+			t.Fatalf("A's lock %d: %s %v", i, r, err)
+		}
+	}
+	c.partition(relays, 0)
+	u, err := ops.unlockOnce(ctx, a, tokA)
+	if err != nil || u != "0" {
+		t.Fatalf("A's unlock: %s %v", u, err)
+	}
+	c.heal(relays, 0)
+	t.Logf("A at depth 1 after an unlock that missed master 0: counts %v", counts())
+	c.partition(relays, 2) // master 2 goes down and stays down
+	refused := 0
+	for i := 0; i < 20; i++ {
+		r, err := ops.tryLock(ctx, a, tokA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r == "granted" {
+			t.Logf("re-entry %d granted", i)
+			break
+		}
+		refused++
+		time.Sleep(100 * time.Millisecond)
+	}
+	r, _ := ops.tryLock(ctx, bc, tokB)
+	t.Logf("counts %v; B: %s", counts(), r)
+	if r != "held" {
+		t.Errorf("B's lock while A holds it: %s", r)
+	}
+	if refused == 20 {
+		t.Errorf("the holder's re-entry refused 20 times over 2s with 2 of 3 masters up (one Redis: granted); the lock stays held by its watchdog")
+	}
+}

@@ -92,6 +92,7 @@ const (
 	contNone         uint8 = iota
 	contCounterWrite       // a counter read writes its target to every master
 	contFence              // a granted fenced acquisition increments its counter
+	contRaise              // a re-entrant request raises its token's counts (reentrant.go)
 )
 
 // Incr is INCRBY key by, by >= 0: the max-register's increment. The
@@ -372,6 +373,9 @@ func (e *Engine) continueWith(r *Request) {
 	case contFence:
 		c.kind, c.agg, c.nkeys = Counter, AggCounter, 1
 		c.cmd, c.ctr = counterReadCommand(r.fence), &counterState{by: 1}
+	case contRaise:
+		c.kind, c.agg, c.rule, c.nkeys = Extend, AggVote, &YesOne, 1
+		c.cmd, c.noReply = r.raiseCommand(r.reent.target), resp.Reply{Type: resp.Integer}
 	}
 	if e.dispatch(c, c.t0) {
 		e.decided(c)
@@ -394,6 +398,8 @@ func (r *Request) adoptCounter(rep resp.Reply, err error, won bool) {
 		}
 	case contFence:
 		r.fenced(rep, err)
+	case contRaise:
+		r.raised(err, won)
 	}
 }
 

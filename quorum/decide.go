@@ -78,8 +78,9 @@ func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
 	case r.yes >= q && (r.reent == nil || r.reentrantYes() >= q):
 		// A re-entrant acquisition counts only the yes votes that keep
 		// a quorum's counts at the holder's depth (reentrant.go); short
-		// of that it waits for the other masters, then is refused.
+		// of that it waits for the other masters, then raises the counts.
 		r.success()
+	case r.reent != nil && r.yes >= q && (force || outstanding == 0) && r.raiseCounts():
 	case r.kind == Release && no <= n-q:
 		// Not refused by enough masters to prove the token is not held
 		// on a quorum: the masters that did not answer may hold it. Wait

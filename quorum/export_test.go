@@ -36,3 +36,6 @@ func SetMarkerHook(f func(e *Engine, master int, mode string)) {
 
 // MaxTTLOf is e's configured max_ttl.
 func MaxTTLOf(e *Engine) time.Duration { return e.cfg.MaxTTL }
+
+// RaiseScriptBody is the re-entrant counts' raise (reentrant.go).
+func RaiseScriptBody() string { return raiseScript.Body }

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
 
 	"github.com/lockproxy/lockproxy/internal/resp"
 )
@@ -44,7 +47,8 @@ import (
 // count on master i after the script, -1 when unknown.
 type reentState struct {
 	count  [MaxMasters]int64
-	extend bool // a renewal: the script leaves the count as it was
+	extend bool  // a renewal: the script leaves the count as it was
+	target int64 // the level a raise (contRaise) writes
 }
 
 // WrapReentrant returns the script the masters run for a re-entrant
@@ -127,10 +131,76 @@ func (r *Request) unwrapReentrant(master int, rep *resp.Reply) {
 	*rep = rep.Elems[0]
 }
 
-// reentrantYes counts the yes votes of a re-entrant acquisition that keep
-// the invariant above: masters that said yes and held at least D before.
-// r.mu is held.
-func (r *Request) reentrantYes() int32 {
+// raiseScript raises the count of token ARGV[1] in hash KEYS[1] to ARGV[2]
+// where the token holds a lower one, and answers 1 when the token now holds
+// at least ARGV[2], else 0. A higher count is left as it is.
+var raiseScript = newScript(`if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+local c = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+if not c then return 0 end
+if c < tonumber(ARGV[2]) then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 1`)
+
+// raiseCounts is what a re-entrant request whose yes votes reached a
+// quorum, but too few of them at D, does once every master answered:
+// counts alone cannot tell a master that missed a release (above the
+// depth) from one that holds the depth, so instead of refusing (which,
+// with a master down, refused the holder until it was back), it raises
+// the count to the level the invariant needs on every master where the
+// token holds it (contRaise), and is granted when a quorum holds that
+// level. Raising only keeps a lock longer, until its TTL: the safe side.
+// It reports whether it decided (false: it cannot raise, and the vote is
+// lost). r.mu is held.
+func (r *Request) raiseCounts() bool {
+	if r.fence != nil || r.token == nil || r.Key == "" {
+		return false
+	}
+	r.success()
+	if r.won { // else no validity was left: success answered and undid it
+		r.reent.target = r.reentrantLevel()
+		r.chain(contRaise)
+	}
+	return true
+}
+
+// raised takes the raise's outcome: granted if a quorum holds the level
+// and validity is left, else the lock's no reply and, for an acquisition,
+// its undo (1 off each count it added; the raised ones stay above their
+// count before, the safe side). r.mu is held.
+func (r *Request) raised(err error, won bool) {
+	if won {
+		if r.TTL == 0 {
+			return
+		}
+		if left := Validity(r.TTL, time.Duration(batching.Now()-r.t0), r.e.cfg.DriftFactor); left > 0 {
+			r.validity = left
+			return
+		}
+	}
+	r.reply, r.won = r.noReply, false
+	if err != nil && !won {
+		r.reply, r.err = resp.Reply{}, err
+	}
+	r.undo()
+}
+
+// raiseCommand is the raise of r's token's count in r's key to target.
+func (r *Request) raiseCommand(target int64) []byte {
+	return AppendEvalSHA(nil, raiseScript.SHA1, [][]byte{[]byte(r.Key)}, [][]byte{r.token, strconv.AppendInt(nil, target, 10)})
+}
+
+// reentrantLevel is the count a quorum must hold after r: D + 1 for an
+// acquisition, D (at least 1) for a renewal. r.mu is held.
+func (r *Request) reentrantLevel() int64 {
+	d := r.reentrantD()
+	if r.reent.extend {
+		return max(d, 1)
+	}
+	return d + 1
+}
+
+// reentrantD is D: the (R+Q-N)-th largest count before the script among
+// the R masters that answered; -1 when too few answered. r.mu is held.
+func (r *Request) reentrantD() int64 {
 	var before [MaxMasters]int64
 	m := 0
 	for i := 0; i < r.e.n; i++ {
@@ -149,11 +219,21 @@ func (r *Request) reentrantYes() int32 {
 	}
 	k := m + r.e.q - r.e.n
 	if k < 1 || k > m {
-		return 0
+		return -1
 	}
 	s := before[:m]
 	slices.SortFunc(s, func(a, b int64) int { return cmp.Compare(b, a) }) // largest first
-	d := max(s[k-1], 0)
+	return max(s[k-1], 0)
+}
+
+// reentrantYes counts the yes votes of a re-entrant acquisition that keep
+// the invariant above: masters that said yes and held at least D before.
+// r.mu is held.
+func (r *Request) reentrantYes() int32 {
+	d := r.reentrantD()
+	if d < 0 {
+		return 0
+	}
 	yes := int32(0)
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] != replied || !r.yesFrom[i] {

@@ -57,3 +57,28 @@ return redis.call('pttl', KEYS[1])`, k1, a2)
 		t.Errorf("a 0 that took the lock (shebang kept first): %s, want 0", got)
 	}
 }
+
+// TestRaiseScriptOnRedis: the raise writes the level only where the token
+// holds less, never lowers a count, never creates a field, and answers 1
+// where the token now holds at least the level.
+func TestRaiseScriptOnRedis(t *testing.T) {
+	t.Parallel()
+	m := redisproc.ForTest(t, 1)[0]
+	if _, err := m.Do("HSET", "h", "low", "1", "high", "5"); err != nil {
+		t.Fatal(err)
+	}
+	body := quorum.RaiseScriptBody()
+	for _, tc := range []struct{ token, level, want, count string }{
+		{"low", "3", "1", "3"},
+		{"high", "3", "1", "5"},
+		{"none", "3", "0", "(nil)"},
+	} {
+		got, err := m.Do("EVAL", body, "1", "h", tc.token, tc.level)
+		if err != nil || got != tc.want {
+			t.Errorf("raise %s to %s: %q %v, want %s", tc.token, tc.level, got, err, tc.want)
+		}
+		if c, _ := m.Do("HGET", "h", tc.token); c != tc.count {
+			t.Errorf("raise %s to %s left count %s, want %s", tc.token, tc.level, c, tc.count)
+		}
+	}
+}
