@@ -376,6 +376,17 @@ func (e *Engine) continueWith(r *Request) {
 	case contRaise:
 		c.kind, c.agg, c.rule, c.nkeys = Extend, AggVote, &YesOne, 1
 		c.cmd, c.noReply = r.raiseCommand(r.reent.target), resp.Reply{Type: resp.Integer}
+		// Only the masters whose yes in the first round set the lock's
+		// TTL may vote: another holding the token keeps an older TTL,
+		// and its 1 made a grant look valid for longer than its key
+		// lived (found by review).
+		r.mu.Lock()
+		for i := 0; i < e.n; i++ {
+			if r.state[i] != replied || !r.yesFrom[i] {
+				c.skip |= 1 << i
+			}
+		}
+		r.mu.Unlock()
 	}
 	if e.dispatch(c, c.t0) {
 		e.decided(c)

@@ -243,7 +243,11 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	r.refs.Add(int32(len(e.pipes)))
 	for i, p := range e.pipes {
 		if r.skip&(1<<i) != 0 {
-			r.Complete(i, resp.Reply{}, &notSentError{errSkipped})
+			why := errSkipped
+			if r.parent != nil && r.parent.cont == contRaise {
+				why = errNotRenewed
+			}
+			r.Complete(i, resp.Reply{}, &notSentError{why})
 			continue
 		}
 		if acquire && p.Stalled(now) > e.cfg.NodeTimeout {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -182,6 +183,14 @@ func (r *Request) raised(err error, won bool) {
 	}
 	r.undo()
 }
+
+// RaiseScriptSHA1 names the raise in a master's MONITOR output (and lets
+// tests find it on the wire).
+func RaiseScriptSHA1() string { return raiseScript.SHA1 }
+
+// errNotRenewed is a master left out of a raise: its first-round reply was
+// no yes, so the lock's TTL there is not the one the grant counts on.
+var errNotRenewed = errors.New("did not take this re-entry or renewal, so its count cannot complete it (it is raised only where the lock's TTL was just set)")
 
 // raiseCommand is the raise of r's token's count in r's key to target.
 func (r *Request) raiseCommand(target int64) []byte {
