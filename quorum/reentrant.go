@@ -152,7 +152,7 @@ return 1`)
 // It reports whether it decided (false: it cannot raise, and the vote is
 // lost). r.mu is held.
 func (r *Request) raiseCounts() bool {
-	if r.fence != nil || r.token == nil || r.Key == "" {
+	if r.fence != nil || r.token == nil || r.Key == "" || r.reentrantD() < 0 {
 		return false
 	}
 	r.success()
@@ -208,24 +208,31 @@ func (r *Request) reentrantLevel() int64 {
 }
 
 // reentrantD is D: the (R+Q-N)-th largest count before the script among
-// the R masters that answered; -1 when too few answered. r.mu is held.
+// the R masters that answered; -1 when it cannot be known. A master whose
+// count is unknown (it answered an error, NOREPLICAS say) may hold the
+// depth, so it ranks above every known count: counted as -1, one such
+// master of the quorum at the depth pulled D below it and a re-entry was
+// granted with one master at the new depth (found by review). r.mu is
+// held.
 func (r *Request) reentrantD() int64 {
 	var before [MaxMasters]int64
-	m := 0
+	m := 0 // masters that answered with a known count
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] != replied {
 			continue
 		}
 		c := r.reent.count[i]
-		switch {
-		case r.yesFrom[i] && c <= 0:
-			c = -1 // a yes whose count is unknown (or 0): it cannot be shown to hold enough
-		case r.yesFrom[i] && !r.reent.extend:
+		if c < 0 || (r.yesFrom[i] && c == 0) {
+			continue // unknown: above every known count
+		}
+		if r.yesFrom[i] && !r.reent.extend {
 			c-- // the script's own increment
 		}
 		before[m] = c
 		m++
 	}
+	// The (R+Q-N)-th largest of all R is, with the unknown ones first,
+	// the (m+Q-N)-th largest known count.
 	k := m + r.e.q - r.e.n
 	if k < 1 || k > m {
 		return -1

@@ -33,6 +33,10 @@ func TestReentrantYes(t *testing.T) {
 		// only master 0 is shown to hold it; more answers may change that.
 		{"an over-count among two answers", []int64{3, 2, -2}, []bool{true, true, false}, 1, false},
 		{"a yes with an unknown count", []int64{-1, 2, 2}, []bool{true, true, true}, 2, false},
+		// An error from master 1 (count unknown) while masters 0 and 1
+		// held depth 2: it ranks above the known counts, so D is 2, not
+		// 1, and only master 0 is shown to hold it.
+		{"an error's unknown count does not lower D", []int64{3, -1, 2}, []bool{true, false, true}, 1, false},
 		// Renewals leave the count: they count where it is at least D.
 		{"renewal on all", []int64{2, 2, 2}, []bool{true, true, true}, 3, true},
 		{"renewal of a low count with the depth's master away", []int64{-2, 2, 1}, []bool{false, true, true}, 1, true},
