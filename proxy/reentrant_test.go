@@ -361,3 +361,41 @@ func TestReentrantUnknownCountDoesNotLowerD(t *testing.T) {
 		t.Errorf("two holders: B granted while A holds one of three levels (one Redis: held)")
 	}
 }
+
+// TestReleaseErrorIsNotANotHeld: A holds its lock on 3 masters. Master 1
+// answers NOREPLICAS (the script ran nothing there), master 2 is cut off,
+// and master 0 deletes. The release counted the error as "not held" and
+// told A "released" (releaseUnconfirmed) while masters 1 and 2, a quorum,
+// still held it: B was refused until the lease ran out (found by review;
+// 5 of 5 runs). A now gets the masters' error.
+func TestReleaseErrorIsNotANotHeld(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ops := newRedissonOps(t)
+	const tokA, tokB = "uuidA:1", "uuidB:1"
+	c, relays := startRelayed(t, 3)
+	a, b := c.client(), c.client()
+	counts := func() []string {
+		out := make([]string, len(c.masters))
+		for i, m := range c.masters {
+			out[i], _ = m.Do("HGET", ops.name, tokA)
+		}
+		return out
+	}
+	if r, err := ops.tryLock(ctx, a, tokA); err != nil || r != "granted" {
+		t.Fatalf("A's lock: %q %v", r, err)
+	}
+	if _, err := c.masters[1].Do("CONFIG", "SET", "min-replicas-to-write", "1"); err != nil {
+		t.Fatal(err)
+	}
+	c.partition(relays, 2)
+	u, err := ops.unlockOnce(ctx, a, tokA)
+	c.masters[1].Do("CONFIG", "SET", "min-replicas-to-write", "0")
+	c.heal(relays, 2)
+	t.Logf("A's unlock: %q %v; counts %v", u, err, counts())
+	rb, _ := ops.tryLock(ctx, b, tokB)
+	t.Logf("B: %s", rb)
+	if err == nil && u == "1" && rb == "held" {
+		t.Errorf("A told its only level was released (1) while masters 1 and 2, a quorum, still hold it (counts %v): B refused until the lease runs out", counts())
+	}
+}

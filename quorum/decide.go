@@ -81,18 +81,24 @@ func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
 		// of that it waits for the other masters, then raises the counts.
 		r.success()
 	case r.reent != nil && r.yes >= q && (force || outstanding == 0) && r.raiseCounts():
-	case r.kind == Release && no <= n-q:
+	case r.kind == Release && no-r.errorReplies() <= n-q:
 		// Not refused by enough masters to prove the token is not held
-		// on a quorum: the masters that did not answer may hold it. Wait
-		// for them; then, with a quorum answering, the release stands
-		// (releaseUnconfirmed).
-		if !force {
+		// on a quorum: the masters that did not answer may hold it, and
+		// so may those that answered an error (the script did not run
+		// there: NOREPLICAS, say). Wait for them; then the release
+		// stands if those can no longer be a quorum
+		// (releaseUnconfirmed). Counted as "not held", an error let a
+		// holder hear "released" while a quorum still held its lock
+		// (found by review).
+		switch {
+		case !force:
 			return false
-		}
-		if r.answered < q {
+		case r.answered < q:
 			r.failure()
-		} else {
+		case n-r.yes-(no-r.errorReplies()) < q:
 			r.releaseUnconfirmed()
+		default:
+			r.releaseUnknown()
 		}
 	case r.yes+outstanding < q && (force || r.answered >= q || r.answered+outstanding < q):
 		// The vote is lost; answered decides between "not acquired"
@@ -218,6 +224,41 @@ func (r *Request) releaseUnconfirmed() {
 		}
 	}
 	r.reply = r.mostCommonNo() // unreachable: a quorum answered and at most n-q said no
+}
+
+// errorReplies counts the masters whose reply counts as an answer but is
+// an error. r.mu is held.
+func (r *Request) errorReplies() int32 {
+	n := int32(0)
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] == replied && !r.yesFrom[i] && r.replies[i].Type == resp.Error {
+			n++
+		}
+	}
+	return n
+}
+
+// releaseUnknown: a quorum answered a release, but with the masters that
+// answered an error the token may still be on a quorum. The client gets
+// the most common error, which says what failed; the holder must not take
+// its lock for released (it expires by its TTL). r.mu is held.
+func (r *Request) releaseUnknown() {
+	best, bestN := -1, 0
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied || r.yesFrom[i] || r.replies[i].Type != resp.Error {
+			continue
+		}
+		c := 0
+		for j := i; j < r.e.n; j++ {
+			if r.state[j] == replied && !r.yesFrom[j] && r.replies[j].Equal(r.replies[i]) {
+				c++
+			}
+		}
+		if c > bestN {
+			best, bestN = i, c
+		}
+	}
+	r.reply = r.replies[best]
 }
 
 func (r *Request) noQuorum() *NoQuorumError {
