@@ -34,6 +34,15 @@ func newRedissonOps(t *testing.T) redissonOps {
 	}
 }
 
+// counts reads token's count of the lock on each of c's masters.
+func (o redissonOps) counts(c *cluster, token string) []string {
+	out := make([]string, len(c.masters))
+	for i, m := range c.masters {
+		out[i], _ = m.Do("HGET", o.name, token)
+	}
+	return out
+}
+
 // tryLock answers "granted" (nil) or "held" (the holder's PTTL).
 func (o redissonOps) tryLock(ctx context.Context, c redis.Scripter, token string) (string, error) {
 	_, err := o.try.Run(ctx, c, []string{o.name}, "30000", token).Result()
@@ -73,13 +82,7 @@ func reentrantSteps(t *testing.T, c *cluster, relays []*relay, first, second []i
 	ops := newRedissonOps(t)
 	const tokA, tokB = "uuidA:1", "uuidB:1"
 	a, b := c.client(), c.client()
-	counts := func() []string {
-		out := make([]string, len(c.masters))
-		for i, m := range c.masters {
-			out[i], _ = m.Do("HGET", ops.name, tokA)
-		}
-		return out
-	}
+	counts := func() []string { return ops.counts(c, tokA) }
 	cut := func(ms []int, on bool) {
 		for _, i := range ms {
 			if on {
@@ -267,13 +270,7 @@ func TestReentrantOverCountDoesNotBlock(t *testing.T) {
 	const tokA, tokB = "uuidA:1", "uuidB:1"
 	c, relays := startRelayed(t, 3)
 	a, bc := c.client(), c.client()
-	counts := func() []string {
-		out := make([]string, len(c.masters))
-		for i, m := range c.masters {
-			out[i], _ = m.Do("HGET", ops.name, tokA)
-		}
-		return out
-	}
+	counts := func() []string { return ops.counts(c, tokA) }
 	for i := 0; i < 2; i++ {
 		if r, err := ops.tryLock(ctx, a, tokA); err != nil || r != "granted" {
 			t.Fatalf("A's lock %d: %s %v", i, r, err)
@@ -324,13 +321,7 @@ func TestReentrantUnknownCountDoesNotLowerD(t *testing.T) {
 	const tokA, tokB = "uuidA:1", "uuidB:1"
 	c, relays := startRelayed(t, 3)
 	a, b := c.client(), c.client()
-	counts := func() []string {
-		out := make([]string, len(c.masters))
-		for i, m := range c.masters {
-			out[i], _ = m.Do("HGET", ops.name, tokA)
-		}
-		return out
-	}
+	counts := func() []string { return ops.counts(c, tokA) }
 	c.partition(relays, 2)
 	if r, err := ops.tryLock(ctx, a, tokA); err != nil || r != "granted" {
 		t.Fatalf("A's lock: %q %v", r, err)
@@ -375,13 +366,7 @@ func TestReleaseErrorIsNotANotHeld(t *testing.T) {
 	const tokA, tokB = "uuidA:1", "uuidB:1"
 	c, relays := startRelayed(t, 3)
 	a, b := c.client(), c.client()
-	counts := func() []string {
-		out := make([]string, len(c.masters))
-		for i, m := range c.masters {
-			out[i], _ = m.Do("HGET", ops.name, tokA)
-		}
-		return out
-	}
+	counts := func() []string { return ops.counts(c, tokA) }
 	if r, err := ops.tryLock(ctx, a, tokA); err != nil || r != "granted" {
 		t.Fatalf("A's lock: %q %v", r, err)
 	}

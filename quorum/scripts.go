@@ -1,8 +1,6 @@
 package quorum
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"slices"
 
 	"github.com/lockproxy/lockproxy/internal/resp"
@@ -16,8 +14,7 @@ type Script struct {
 }
 
 func newScript(body string) Script {
-	sum := sha1.Sum([]byte(body))
-	return Script{Body: body, SHA1: hex.EncodeToString(sum[:])}
+	return Script{Body: body, SHA1: ScriptSHA1(body)}
 }
 
 var (
