@@ -130,6 +130,7 @@ const (
 	renderTTLSecs                   // a PTTL in ms → TTL in s
 	renderPublish                   // the receivers of a PUBLISH over the masters' counts
 	renderBlocked                   // a BLPOP's answer (blk.reply)
+	renderBatch                     // a batch script's parts side by side (parts)
 )
 
 // slot is one command's place in the pipeline's replies.
@@ -141,6 +142,7 @@ type slot struct {
 	ev       *slotEvent   // what its decision tells the other proxies (events.go)
 	pub      *publishSlot // renderPublish
 	blk      *blocker     // renderBlocked
+	parts    []slot       // renderBatch: one per key, in order
 }
 
 // Local replies are encoded at once (with the protocol in force for that
@@ -181,6 +183,9 @@ func (c *client) releaseSlots() {
 		if r := c.slots[i].req; r != nil {
 			r.Release()
 		}
+		for _, p := range c.slots[i].parts {
+			p.req.Release()
+		}
 		c.slots[i] = slot{}
 	}
 	c.slots = c.slots[:0]
@@ -195,6 +200,8 @@ func (s *Server) render(out []byte, c *client, sl *slot) []byte {
 		return append(out, sl.blk.reply...)
 	case renderPublish:
 		return s.renderPublished(out, sl)
+	case renderBatch:
+		return s.renderBatched(out, sl)
 	}
 	r := sl.req
 	if sl.ev != nil {

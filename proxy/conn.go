@@ -360,6 +360,9 @@ func (lc *clientConn) drop() {
 		if lc.c.slots[i].ev != nil {
 			lc.f.s.emit(&lc.c.slots[i]) // decided, though nobody reads it
 		}
+		for j := range lc.c.slots[i].parts {
+			lc.f.s.emit(&lc.c.slots[i].parts[j])
+		}
 		lc.c.slots[i] = slot{}
 	}
 	lc.c.slots = lc.c.slots[:0]

@@ -195,13 +195,38 @@ func TestReentrantCountsKeepTheDepthFive(t *testing.T) {
 // master 0 expired, B must still be refused.
 func TestReentrantRenewalKeepsTheDepth(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	ops := newRedissonOps(t)
 	b, err := os.ReadFile("analyze/testdata/corpus/redisson-3.40_renewExpiration.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
-	renew := redis.NewScript(string(b))
+	renewExpiration := redis.NewScript(string(b))
+	renewChunk := renewChunkScript(t)
+	// Redisson 3's renewal, and Redisson 4's, whose batch of one key is
+	// the same quorum extend (batchcmds.go).
+	t.Run("renewExpiration", func(t *testing.T) {
+		t.Parallel()
+		reentrantRenewal(t, func(ctx context.Context, c redis.Scripter, key string, lease int, tok string) (int64, error) {
+			return renewExpiration.Run(ctx, c, []string{key}, lease, tok).Int64()
+		})
+	})
+	t.Run("renewChunk", func(t *testing.T) {
+		t.Parallel()
+		reentrantRenewal(t, func(ctx context.Context, c redis.Scripter, key string, lease int, tok string) (int64, error) {
+			v, err := renewChunk.Run(ctx, c, []string{"other", key}, lease, "tokOther", tok).Int64Slice()
+			if err == nil && len(v) != 2 {
+				t.Fatalf("renewChunk over 2 keys answered %v", v)
+			}
+			if err != nil {
+				return 0, err
+			}
+			return v[1], nil
+		})
+	})
+}
+
+func reentrantRenewal(t *testing.T, renewOnce func(ctx context.Context, c redis.Scripter, key string, lease int, tok string) (int64, error)) {
+	ctx := context.Background()
+	ops := newRedissonOps(t)
 	const lease = 2000
 	const tokA, tokB = "uuidA:1", "uuidB:1"
 	c, relays := startRelayed(t, 3)
@@ -228,7 +253,7 @@ func TestReentrantRenewalKeepsTheDepth(t *testing.T) {
 	c.partition(relays, 0)
 	renewed := 0
 	for {
-		v, err := renew.Run(ctx, a, []string{ops.name}, lease, tokA).Int64()
+		v, err := renewOnce(ctx, a, ops.name, lease, tokA)
 		if err != nil {
 			t.Fatalf("renewal: %v", err)
 		}

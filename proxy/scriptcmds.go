@@ -51,6 +51,10 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 	}
 	keys := args[3 : 3+numKeys]
 	argv := args[3+numKeys:]
+	if sc.Batch != nil {
+		s.evalBatch(c, sc, keys, argv, t0)
+		return
+	}
 	if msg := checkScriptArgs(sc, keys, argv); msg != "" {
 		c.errorf("%s", msg)
 		return

@@ -43,9 +43,20 @@ func AnalyzeContext(ctx context.Context, body []byte, opts Options) (*Semantics,
 	v := newVM(proto, b)
 	defer v.L.Close()
 	a := &analysis{opt: opt, b: b, v: v, consts: constants(proto)}
+	return a.analyze()
+}
+
+// analyze runs the whole analysis: the layouts, their combination, the
+// alternatives, or the batch check.
+func (a *analysis) analyze() (*Semantics, error) {
 	first, second, err := a.layouts()
 	if err != nil {
-		return nil, err
+		if first == nil {
+			return nil, err
+		}
+		// Understood with one key, not with two: a batch of one-key
+		// operations, or refused (batch.go).
+		return a.batchOf(first, err)
 	}
 	k0 := first.sem.MinKeys
 	// What the layouts agree on is the script's behaviour with the probe
@@ -56,9 +67,14 @@ func AnalyzeContext(ctx context.Context, body []byte, opts Options) (*Semantics,
 		t := *alt.TTL
 		alt.TTL = &t
 	}
+	one := *first.sem // combine changes first.sem
 	sem, err := combine(first.sem, second.sem, k0)
 	if err != nil {
-		return nil, err
+		if k0 != 1 {
+			return nil, err
+		}
+		first.sem = &one
+		return a.batchOf(first, err)
 	}
 	if err := a.alternatives(&alt, second.f, second.v, a.consts); err != nil {
 		return nil, err
@@ -94,12 +110,37 @@ func (a *analysis) layouts() (first, second *layoutResult, err error) {
 	a.nkeys++
 	a.hint = first.f
 	if second, err = a.settle(); err != nil {
-		return nil, nil, err
+		if k0 != 1 {
+			first = nil
+		}
+		return first, nil, err
 	}
 	if a.nkeys != k0+1 {
 		return nil, nil, &Refusal{Class: ClassBehaviour, Reason: fmt.Sprintf("with %d KEYS the script reads KEYS[%d]: it reads past its last key", k0+1, a.nkeys)}
 	}
 	return first, second, nil
+}
+
+// batchOf analyzes the script as a batch of the operation first found with
+// one key (batch.go), after the layout with two keys was refused (why).
+func (a *analysis) batchOf(first *layoutResult, why error) (*Semantics, error) {
+	a.nkeys, a.nargs, a.vals, a.dbArg = first.nkeys, first.nargs, first.vals, first.dbArg
+	a.cache, a.hint = map[string]*obs{}, nil
+	sem := *first.sem
+	sem.OtherTTLs = append([]TTL(nil), first.sem.OtherTTLs...)
+	if sem.TTL != nil {
+		t := *sem.TTL
+		sem.TTL = &t
+	}
+	if err := a.alternatives(&sem, first.f, first.v, a.consts); err != nil {
+		return nil, why
+	}
+	out, err := a.batch(&sem, why)
+	if err != nil {
+		return nil, err
+	}
+	out.Probes = a.runs
+	return out, nil
 }
 
 // settle analyzes the current layout, again whenever a run asks for more
@@ -121,6 +162,9 @@ func (a *analysis) settle() (*layoutResult, error) {
 		}
 		a.cache = map[string]*obs{}
 		res, err := a.layout()
+		if res != nil {
+			res.nkeys, res.nargs, res.vals, res.dbArg = a.nkeys, a.nargs, a.vals, a.dbArg
+		}
 		if !errors.Is(err, errRestart{}) {
 			return res, err
 		}

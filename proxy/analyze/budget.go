@@ -95,7 +95,10 @@ type budget struct {
 	refusal         *Refusal
 	closed, open    chan struct{}
 	sinceClockCheck int
-	maxRun          int64 // the most steps a run took, for tests
+	maxRun          int64 // the most steps a run took (per key of a batch run), for tests
+	// runKeys: the current run is a batch run over this many keys, each
+	// bounded as one run is (batch.go); 0 or 1 for any other run.
+	runKeys int64
 }
 
 // newBudget starts an analysis's budget; its clock runs on the calling
@@ -110,7 +113,7 @@ func newBudget(ctx context.Context, opt Options) (b *budget, release func()) {
 
 // startRun resets the per-run counters.
 func (b *budget) startRun() {
-	b.maxRun = max(b.maxRun, b.runSteps)
+	b.maxRun = max(b.maxRun, b.runSteps/max(b.runKeys, 1))
 	b.runSteps, b.runBytes = 0, 0
 }
 
@@ -129,7 +132,7 @@ func (b *budget) charge(n int64) bool {
 	b.steps += n
 	b.runSteps += n
 	switch {
-	case b.runSteps > b.opt.MaxRunSteps:
+	case b.runSteps > b.opt.MaxRunSteps*max(b.runKeys, 1):
 		b.fail(&Refusal{Class: ClassBudget, Reason: fmt.Sprintf("a probe run exceeded %d steps (endless loop?)", b.opt.MaxRunSteps)})
 	case b.steps > b.opt.MaxSteps:
 		b.fail(&Refusal{Class: ClassBudget, Reason: fmt.Sprintf("the analysis exceeded %d steps", b.opt.MaxSteps)})

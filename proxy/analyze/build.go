@@ -10,6 +10,10 @@ type layoutResult struct {
 	sem *Semantics
 	f   *finding
 	v   *verdict
+	// The layout itself, for a batch analysis after the next one failed.
+	nkeys, nargs int
+	vals         []string
+	dbArg        Arg
 }
 
 // layout analyzes the script with the current KEYS and ARGV.

@@ -95,8 +95,10 @@ var corpus = map[string]corpusWant{
 	// extends locks it does not hold. Refused either way.
 	"redisson-4.x_expire-multilock": {refused: "every probe where KEYS[1] is held ends in an error (ERR Unsupported option ARGV[2]): no behaviour to classify"},
 	// Renews many independent locks at once, each with its own token
-	// (ARGV[i+1]) and its own verdict in an array: no single vote.
-	"redisson-4.x_renewChunk": {refused: "KEYS[1] is locked by ARGV[2] (hash) but KEYS[2] by ARGV[3] (hash): one script, several locks"},
+	// (ARGV[i+1]) and its own verdict in an array: no single vote, but
+	// with one key an extend, and with n keys n of them side by side: a
+	// batch, run as one quorum extend per key (batch.go).
+	"redisson-4.x_renewChunk": {sem: `extend hash keys=KEYS[1] token=ARGV[2] ttl=ARGV[1] ms yes=array whose first element is integer 1 no=[:0] batch(shared=1 per-key=1 max=128)`, min: "1/2"},
 	// Release, YesOne, NoReply 0 (redsync v4.18's -1 for a missing key is a no too).
 	"redsync-v4.18_delete": {sem: `release string keys=KEYS[1] token=ARGV[1] yes=integer 1 no=:0`},
 	"redsync-v4.18_touch":  {sem: `extend string keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms yes=integer 1 no=:0`},

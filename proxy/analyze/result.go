@@ -80,6 +80,11 @@ type Semantics struct {
 	// writes (signal lists, latches, counters).
 	AuxKeys []Arg
 
+	// Batch, when set: the script is one such operation per KEYS, each
+	// key a lock of its own (batch.go); the fields above describe the
+	// call with one key.
+	Batch *Batch
+
 	// Probes is how many probe runs the analysis took.
 	Probes int
 }
@@ -203,6 +208,13 @@ func (s *Semantics) String() string {
 	}
 	if !s.DBArg.IsZero() {
 		b.WriteString(" db=" + s.DBArg.String())
+	}
+	if bt := s.Batch; bt != nil {
+		fmt.Fprintf(&b, " batch(shared=%d per-key=%d", bt.Shared, bt.Width)
+		if bt.Columns {
+			b.WriteString(" columns")
+		}
+		fmt.Fprintf(&b, " max=%d)", bt.MaxKeys)
 	}
 	return b.String()
 }

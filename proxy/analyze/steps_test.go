@@ -23,6 +23,9 @@ func TestBudgetHeadroom(t *testing.T) {
 	for _, v := range variants {
 		bodies = append(bodies, []byte(v.body))
 	}
+	for _, v := range batchScripts {
+		bodies = append(bodies, []byte(v.body))
+	}
 	opt := Options{}.withDefaults()
 	var steps, run, bytes int64
 	var runs int
@@ -34,7 +37,7 @@ func TestBudgetHeadroom(t *testing.T) {
 		b := testBudget(t, opt)
 		v := newVM(proto, b)
 		a := &analysis{opt: opt, b: b, v: v, consts: constants(proto)}
-		a.layouts()
+		a.analyze()
 		b.startRun()
 		v.L.Close()
 		steps, run, bytes, runs = max(steps, b.steps), max(run, b.maxRun), max(bytes, b.bytes), max(runs, a.runs)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/resp"
+	"github.com/lockproxy/lockproxy/proxy/analyze"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -87,6 +88,11 @@ type Script struct {
 	// BLPOP): a yes emits a push event for each, which wakes the BLPOP
 	// waiters of every proxy (blocking.go).
 	Signals []quorum.Arg
+	// Batch, when set: the script is one lock operation per KEYS, each
+	// key a lock of its own (analyze.Batch, Redisson 4's renewChunk).
+	// The fields above describe a call with one key; the proxy splits a
+	// call into one such call per key and joins the replies.
+	Batch *analyze.Batch
 
 	op *quorum.ScriptOp // how the engine runs it, built once by finish
 }

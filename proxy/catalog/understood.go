@@ -80,6 +80,13 @@ func fromSemantics(body []byte, sha string, sem *analyze.Semantics, maxTTL time.
 		}
 		s.DBArg = sem.DBArg.Index
 	}
+	if sem.Batch != nil {
+		if s.Local != nil || s.KeyArg > 0 {
+			return nil, fmt.Errorf("it runs one lock operation per KEYS, each of which lockproxy would answer itself or find its key in ARGV; lockproxy splits only operations it sends to the masters with their key in KEYS")
+		}
+		b := *sem.Batch
+		s.Batch = &b
+	}
 	return s.finish(), nil
 }
 
