@@ -429,7 +429,7 @@ func (r *Request) fenced(rep resp.Reply, err error) {
 		r.reply, r.validity = rep, left
 		return
 	case err == nil && rep.Type == resp.Integer:
-		r.reply = r.noReply
+		r.reply = r.lostReply()
 	case err != nil:
 		r.err = err
 	default:

@@ -117,7 +117,7 @@ func (r *Request) success() {
 	if r.TTL > 0 {
 		r.validity = Validity(r.TTL, time.Duration(batching.Now()-r.t0), r.e.cfg.DriftFactor)
 		if r.validity <= 0 {
-			r.reply = r.noReply
+			r.reply = r.lostReply()
 			r.undo()
 			return
 		}
@@ -196,7 +196,7 @@ func (r *Request) failure() {
 			// A lost vote never answers a master's reply that the library
 			// could read as success (a bulk "OK" where the yes is +OK):
 			// the script's own "not done" reply instead.
-			r.reply = r.noReply
+			r.reply = r.lostReply()
 		}
 		// With some yes votes the key may be free: the vote split
 		// between concurrent attempts (other proxies'), each undone.

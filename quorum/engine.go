@@ -212,7 +212,7 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 		if left <= 0 {
 			// It waited too long behind its key: nothing to send.
 			r.mu.Lock()
-			r.reply = r.noReply
+			r.reply = r.lostReply()
 			r.decidedIn = true
 			r.mu.Unlock()
 			return true

@@ -165,3 +165,28 @@ func TestCounterGetIsNotALockRead(t *testing.T) {
 		t.Fatalf("GET after the write-back: %v", r.reply)
 	}
 }
+
+// TestLostVoteWithoutAPTTLWaits: a Redisson-style acquire (yes nil, no the
+// holder's PTTL) lost with no master answering a PTTL (one yes, two error
+// replies) answers node_timeout as the PTTL, not the analyzer's
+// placeholder 0, which Redisson reads as "try again now": it retried in a
+// tight loop for as long as the cause lasted (found by review). The same
+// reply for a lost re-entry (reentrant.go) and a grant without validity.
+func TestLostVoteWithoutAPTTLWaits(t *testing.T) {
+	e, fps := pipedEngine(3, -1)
+	op := &ScriptOp{SHA1: "beef", Preloaded: true, Kind: Acquire, Yes: VoteRule{Type: resp.Nil},
+		No: resp.Reply{Type: resp.Integer}, NoPTTLAt: 0, NoIsNoop: true, Undo: UndoHashDecr,
+		Token: Arg{Index: 2}, LockKeys: []int{1}}
+	w := NewWaiter()
+	r := e.Script(op, [][]byte{[]byte("lock")}, [][]byte{[]byte("30000"), []byte("tok")}, 30*time.Second, batching.Now())
+	e.Submit(w, r)
+	noRepl := resp.Reply{Type: resp.Error, Str: []byte("NOREPLICAS Not enough good replicas to write.")}
+	fps[0].sent()[0].C.Complete(0, resp.ReplyNil, nil)
+	fps[1].sent()[0].C.Complete(1, noRepl, nil)
+	fps[2].sent()[0].C.Complete(2, noRepl, nil)
+	e.Wait(w)
+	rep, err := r.Result()
+	if err != nil || r.Outcome() != Refused || !rep.IsInt(e.cfg.NodeTimeout.Milliseconds()) {
+		t.Fatalf("lost with no PTTL from a master: %v %v %v, want :%d (node_timeout) refused", rep, err, r.Outcome(), e.cfg.NodeTimeout.Milliseconds())
+	}
+}

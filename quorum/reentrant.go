@@ -177,7 +177,7 @@ func (r *Request) raised(err error, won bool) {
 			return
 		}
 	}
-	r.reply, r.won = r.noReply, false
+	r.reply, r.won = r.lostReply(), false
 	if err != nil && !won {
 		r.reply, r.err = resp.Reply{}, err
 	}

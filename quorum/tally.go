@@ -185,9 +185,9 @@ func (r *Request) keysOutcome() {
 
 // longestPTTLNo is, among the no replies that carry the holder's PTTL (at
 // pttlAt), the one with the longest: how long the client should wait
-// before trying again. The configured no reply when none does.
+// before trying again. lostReply when none does.
 func (r *Request) longestPTTLNo() resp.Reply {
-	best, bestTTL := r.noReply, int64(-1)
+	best, bestTTL := r.lostReply(), int64(-1)
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] != replied || r.yesFrom[i] {
 			continue
@@ -205,4 +205,35 @@ func (r *Request) longestPTTLNo() resp.Reply {
 		}
 	}
 	return best
+}
+
+// lostReply is the operation's own "not done" reply, for a lost vote that
+// no master's reply describes. Where that reply carries the holder's PTTL
+// (pttlAt), it carries node_timeout there instead of the analyzer's
+// placeholder: every master that answered said yes, but the vote was lost
+// all the same (a re-entry whose counts could not be shown to hold the
+// holder's depth, no validity left). Redisson-style clients wait that long
+// before they try again; with the placeholder, 0, they tried again at once,
+// in a loop, for as long as the cause lasted.
+func (r *Request) lostReply() resp.Reply {
+	rep := r.noReply
+	at := r.pttlAt - 1
+	if at < 0 {
+		return rep
+	}
+	wait := max(r.e.cfg.NodeTimeout.Milliseconds(), 1)
+	switch {
+	case at == 0 && rep.Type == resp.Integer && rep.Int < wait:
+		rep.Int = wait
+	case at > 0 && rep.Type == resp.Array && len(rep.Elems) >= at && rep.Elems[at-1].Type == resp.Integer && rep.Elems[at-1].Int < wait:
+		elems := append([]resp.Reply(nil), rep.Elems...)
+		elems[at-1] = resp.Reply{Type: resp.Integer, Int: wait}
+		rep.Elems = elems
+	default:
+		return rep
+	}
+	if r.rule != nil && r.rule.LooksLikeYes(&rep) {
+		return r.noReply // never a "not done" the client could read as done
+	}
+	return rep
 }
