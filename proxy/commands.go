@@ -33,6 +33,8 @@ func init() {
 		"pttl":    {fn: cmdPTTL, arity: 2},
 		"ttl":     {fn: cmdPTTL, arity: 2},
 		"exists":  {fn: cmdExists, arity: -2},
+		"hget":    {fn: cmdHGet, arity: 3},
+		"hexists": {fn: cmdHExists, arity: 3},
 		"del":     {fn: cmdDel, arity: -2},
 		"unlink":  {fn: cmdDel, arity: -2},
 		"pexpire": {fn: cmdExpire, arity: 3},
@@ -123,14 +125,15 @@ func clip(b []byte) string {
 type renderKind uint8
 
 const (
-	renderLocal   renderKind = iota // bytes already encoded in c.out
-	renderReply                     // the quorum reply as it is
-	renderSetNX                     // OK → :1, anything else → :0
-	renderOKNil                     // granted → +OK, anything else → nil
-	renderTTLSecs                   // a PTTL in ms → TTL in s
-	renderPublish                   // the receivers of a PUBLISH over the masters' counts
-	renderBlocked                   // a BLPOP's answer (blk.reply)
-	renderBatch                     // a batch script's parts side by side (parts)
+	renderLocal     renderKind = iota // bytes already encoded in c.out
+	renderReply                       // the quorum reply as it is
+	renderSetNX                       // OK → :1, anything else → :0
+	renderOKNil                       // granted → +OK, anything else → nil
+	renderTTLSecs                     // a PTTL in ms → TTL in s
+	renderPublish                     // the receivers of a PUBLISH over the masters' counts
+	renderBlocked                     // a BLPOP's answer (blk.reply)
+	renderBatch                       // a batch script's parts side by side (parts)
+	renderBulkIsOne                   // a value → :1, nil → :0 (HEXISTS)
 )
 
 // slot is one command's place in the pipeline's replies.
@@ -227,6 +230,11 @@ func (s *Server) render(out []byte, c *client, sl *slot) []byte {
 		if rep.Type == resp.Integer && rep.Int > 0 {
 			return resp.AppendInt(out, rep.Int/1000)
 		}
+	case renderBulkIsOne:
+		if rep.Type == resp.Bulk {
+			return resp.AppendInt(out, 1)
+		}
+		return resp.AppendInt(out, 0)
 	}
 	return resp.AppendReply(out, rep, sl.resp3)
 }

@@ -144,6 +144,17 @@ func cmdGet(s *Server, c *client, args [][]byte) {
 	c.charge += valueReplyCharge
 }
 
+// cmdHGet and cmdHExists read a hash lock's field by quorum (Redisson's
+// getHoldCount and isHeldByCurrentThread).
+func cmdHGet(s *Server, c *client, args [][]byte) {
+	s.submit(c, s.cfg.Engine.HGet(args[1], args[2], evloop.Now()), renderReply)
+	c.charge += valueReplyCharge
+}
+
+func cmdHExists(s *Server, c *client, args [][]byte) {
+	s.submit(c, s.cfg.Engine.HExists(args[1], args[2], evloop.Now()), renderBulkIsOne)
+}
+
 func cmdPTTL(s *Server, c *client, args [][]byte) {
 	kind := renderReply
 	if len(args[0]) == 3 { // TTL

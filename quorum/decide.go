@@ -28,8 +28,10 @@ func (r *Request) tryDecide(force bool) bool {
 	case AggValue, AggValueTTL:
 		if v, holders := r.majorityValue(); holders >= int(q) {
 			r.readSuccess(v)
-		} else if r.agg == AggValue && r.answered >= q && r.counterGet(q, force) {
+		} else if r.agg == AggValue && r.hashRead == 0 && r.answered >= q && r.counterGet(q, force) {
 			// a counter (counter.go)
+		} else if force && r.hashRead == hashGet && r.answered >= q && r.hashCount(q) {
+			// counts that differ between masters (hashread.go)
 		} else if force {
 			r.readFailure()
 		} else {

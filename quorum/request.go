@@ -173,6 +173,8 @@ type Request struct {
 	// reent: a re-entrant hash lock's acquisition, whose masters also
 	// answer the token's count (reentrant.go); nil otherwise.
 	reent *reentState
+	// hashRead: an HGET or HEXISTS of a hash lock's field (hashread.go).
+	hashRead uint8
 }
 
 // Per-master state of a request. The undo of a failed acquisition depends

@@ -151,7 +151,7 @@ return false`)
 // InternalScripts are loaded on every master connection.
 func InternalScripts() []Script {
 	return []Script{undoScript, hashUndoScript, zremUndoScript, jsonUndoScript, getTTLScript, existsScript, delScript, CappedExtendScript,
-		counterReadScript, counterWriteScript, extendScript, popScript, raiseScript}
+		counterReadScript, counterWriteScript, extendScript, popScript, raiseScript, hashGetScript, hashExistsScript}
 }
 
 // AppendEvalSHA appends EVALSHA sha numkeys keys... args... to dst.
