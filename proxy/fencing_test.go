@@ -239,3 +239,61 @@ func TestCounterAfterMajorityLoss(t *testing.T) {
 			q["master0.counters"], q["master1.counters"], q["master2.counters"], q["masters_counters_pending"])
 	}
 }
+
+// redissonFencedTryLock is Redisson 4's RFencedLock.tryLockInnerAsync
+// (tryLockAndGetToken): each master increments its own token counter
+// (KEYS[2]) and answers {-1, token} on a grant, {pttl, -1} when held.
+const redissonFencedTryLock = "if (redis.call('exists', KEYS[1]) == 0 " +
+	"or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then " +
+	"local token = redis.call('incr', KEYS[2]);" +
+	"redis.call('hincrby', KEYS[1], ARGV[2], 1); " +
+	"redis.call('pexpire', KEYS[1], ARGV[1]); " +
+	"return {-1, token}; " +
+	"end; " +
+	"return {redis.call('pttl', KEYS[1]), -1};"
+
+// TestRedissonFencedLockTokens: Redisson's RFencedLock gets its token in
+// the second element of the yes reply. Through lockproxy that element is
+// the quorum's max-register increment, not one master's counter: with
+// master 0 cut off (its counter ahead) and masters 1 and 2 behind the
+// token a quorum acknowledged, the next holder's token still follows it.
+// Before, the client got the first master's INCR, 6 after 101: an expired
+// holder's writes with 101 would have won over the new holder's.
+func TestRedissonFencedLockTokens(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ops := newRedissonOps(t)
+	c, relays := startRelayed(t, 3)
+	a, b := c.client(), c.client()
+	s := redis.NewScript(redissonFencedTryLock)
+	keys := []string{ops.name, "redisson_lock_token:{" + ops.name + "}"}
+	c.masters[0].Do("SET", keys[1], "100")
+	c.masters[1].Do("SET", keys[1], "100")
+	c.masters[2].Do("SET", keys[1], "5")
+	tryLock := func(cl *redis.Client, tok string) []int64 {
+		t.Helper()
+		v, err := s.Run(ctx, cl, keys, 30000, tok).Int64Slice()
+		if err != nil || len(v) != 2 {
+			t.Fatalf("RFencedLock tryLock: %v %v", v, err)
+		}
+		return v
+	}
+	first := tryLock(a, "uuidA:1")
+	if first[0] != -1 || first[1] <= 100 {
+		t.Fatalf("first lock over counters 100, 100, 5: %v, want [-1 >100]", first)
+	}
+	if held := tryLock(b, "uuidB:1"); held[0] <= 0 || held[1] != -1 {
+		t.Fatalf("B while A holds: %v, want [pttl -1]", held)
+	}
+	if u, err := ops.unlockOnce(ctx, a, "uuidA:1"); err != nil || u != "1" {
+		t.Fatalf("A's unlock: %s %v", u, err)
+	}
+	// Master 1 falls behind the token a quorum acknowledged, and master
+	// 0, which has it, is cut off.
+	c.masters[1].Do("SET", keys[1], "5")
+	c.partition(relays, 0)
+	next := tryLock(b, "uuidB:1")
+	if next[0] != -1 || next[1] <= first[1] {
+		t.Fatalf("B's lock after A's token %d: %v, want a token above it", first[1], next)
+	}
+}

@@ -426,7 +426,7 @@ func (r *Request) fenced(rep resp.Reply, err error) {
 	}
 	switch {
 	case err == nil && rep.Type == resp.Integer && left > 0:
-		r.reply, r.validity = rep, left
+		r.reply, r.validity = r.withToken(rep), left
 		return
 	case err == nil && rep.Type == resp.Integer:
 		r.reply = r.lostReply()
@@ -437,4 +437,18 @@ func (r *Request) fenced(rep resp.Reply, err error) {
 	}
 	r.won = false
 	r.undo()
+}
+
+// withToken is the client's reply to a granted fenced acquisition: the
+// token itself, or the yes reply with the token in its fenceAt-th element
+// in place of the one master's counter it carried. r.mu is held.
+func (r *Request) withToken(tok resp.Reply) resp.Reply {
+	at := r.fenceAt
+	if at == 0 || r.reply.Type != resp.Array || len(r.reply.Elems) < at {
+		return tok
+	}
+	rep := r.reply
+	rep.Elems = append([]resp.Reply(nil), rep.Elems...)
+	rep.Elems[at-1] = tok
+	return rep
 }

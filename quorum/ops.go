@@ -73,8 +73,11 @@ type ScriptOp struct {
 	// Counter, for an acquire (or acquire-or-extend) script whose yes reply
 	// is the new value of a counter it increments (a fencing token): that
 	// counter's key. A grant then continues with the max-register's
-	// increment of it, whose value the client gets (counter.go).
-	Counter Arg
+	// increment of it, whose value the client gets (counter.go): the
+	// reply itself, or with CounterAt that element (1-based) of the yes
+	// reply, the rest of it as the masters answered.
+	Counter   Arg
+	CounterAt int
 	// Reentrant marks a re-entrant hash lock's acquire or renewal (Kind
 	// Extend): Body and SHA1 are then its client's script wrapped by
 	// WrapReentrant, and a yes needs a quorum whose counts keep the
@@ -231,7 +234,7 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 		}
 	}
 	if !op.Counter.IsZero() && (op.Kind == Acquire || op.Kind == AcquireOrExtend) {
-		r.fence = at(op.Counter)
+		r.fence, r.fenceAt = at(op.Counter), op.CounterAt
 	}
 	switch {
 	case !op.Token.IsZero():

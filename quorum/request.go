@@ -168,6 +168,7 @@ type Request struct {
 	// read only; cont what r continues with instead of publishing.
 	ctr        *counterState
 	fence      []byte
+	fenceAt    int // where the token goes in the yes reply: 0 the reply itself, i its i-th element
 	notCounter uint16
 	cont       uint8
 	// reent: a re-entrant hash lock's acquisition, whose masters also

@@ -70,7 +70,7 @@ func (e *Engine) retry(r *Request) {
 	c.kind, c.agg, c.rule, c.combine = r.kind, r.agg, r.rule, r.combine
 	c.nkeys, c.cmd, c.undoKeys, c.undoToken, c.keys = r.nkeys, r.cmd, r.undoKeys, r.undoToken, r.keys
 	c.undoOp, c.undoExtra, c.token, c.load, c.pttlAt = r.undoOp, r.undoExtra, r.token, r.load, r.pttlAt
-	c.noIsNoop, c.nilIsNoop, c.fence = r.noIsNoop, r.nilIsNoop, r.fence
+	c.noIsNoop, c.nilIsNoop, c.fence, c.fenceAt = r.noIsNoop, r.nilIsNoop, r.fence, r.fenceAt
 	c.TTL, c.noReply, c.t0 = r.TTL, r.noReply, r.t0
 	c.retried, c.parent, c.e = true, r, e
 	// Not to masters where r's part is still unknown: r's late undo may

@@ -90,9 +90,11 @@ func incremented(o *obs, k string) bool {
 }
 
 // countersReturned reports whether some probe's reply is the new value of a
-// counter it incremented.
+// counter it incremented (the reply itself: one element of an array, as
+// Redisson's RFencedLock answers, leaves the rest to say yes or no).
 func (a *analysis) countersReturned(f *finding, v *verdict) bool {
-	return len(a.counters(v)) > 0 && a.counters(v)[0].Returned
+	cs := a.counters(v)
+	return len(cs) > 0 && cs[0].Returned && cs[0].At == 0
 }
 
 func (a *analysis) counters(v *verdict) []Counter {
@@ -108,8 +110,27 @@ func (a *analysis) counters(v *verdict) []Counter {
 				seen[key] = &Counter{Key: key}
 				order = append(order, key)
 			}
-			if c.reply.Type == IntReply && o.o.reply.Type == IntReply && o.o.reply.Int == c.reply.Int && c.reply.Int > 1 {
-				seen[key].Returned = true
+			if c.reply.Type != IntReply || c.reply.Int <= 1 {
+				continue
+			}
+			at := -1
+			switch rep := o.o.reply; {
+			case rep.Type == IntReply && rep.Int == c.reply.Int:
+				at = 0
+			case rep.Type == ArrayReply:
+				for i, e := range rep.Elems {
+					if e.Type == IntReply && e.Int == c.reply.Int {
+						at = i + 1
+						break
+					}
+				}
+			}
+			switch s := seen[key]; {
+			case at < 0:
+			case !s.Returned:
+				s.Returned, s.At = true, at
+			case s.At != at:
+				s.At = -1 // in one place here, another there: refused (catalog)
 			}
 		}
 	}

@@ -145,8 +145,11 @@ type Push struct {
 // Counter is an INCR-family command on a key (a fencing counter).
 type Counter struct {
 	Key Arg
-	// Returned: the script's yes reply is the counter's new value.
+	// Returned: the script's yes reply is the counter's new value, or,
+	// with At, its At-th element (1-based; Redisson's RFencedLock answers
+	// {-1, token}); At -1: found in different places in different probes.
 	Returned bool
+	At       int
 }
 
 // String renders the semantics on one line, for logs, INFO and tests.

@@ -78,6 +78,9 @@ type Script struct {
 	// answers the quorum max-register's increment of it instead, which
 	// never goes back (docs/fencing.md).
 	Counter quorum.Arg
+	// CounterAt: the counter's value is the yes reply's CounterAt-th
+	// element (1-based), not the reply itself (Redisson's RFencedLock).
+	CounterAt int
 	// Reentrant: a re-entrant hash lock's acquire (understood only).
 	// masterBody (sha1 masterSHA), when set, is what the masters run
 	// instead of Body: wrapped to answer what the engine needs (wrap).
@@ -123,7 +126,7 @@ func (s *Script) finish() *Script {
 		SHA1: s.SHA1, Body: s.Body, RunAs: s.RunAs, Kind: s.Kind, Yes: s.Yes,
 		No: s.NoReply, NoPTTLAt: s.NoPTTLAt, Combine: s.Combine, NoIsNoop: s.NoIsNoop,
 		Undo: s.Undo, TokenConst: s.TokenConst, UndoExtra: s.UndoExtra, UndoField: s.UndoField,
-		Counter: s.Counter,
+		Counter: s.Counter, CounterAt: s.CounterAt,
 	}
 	if s.TokenArg > 0 {
 		op.Token = quorum.Arg{Keys: s.TokenInKeys, Index: s.TokenArg}
