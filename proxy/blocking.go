@@ -32,9 +32,14 @@ type blocker struct {
 	w        *quorum.Waiter  // the rounds'
 	round    *quorum.Request // the pop in flight, or nil
 	again    bool            // a push came during the round: pop again after it
-	reply    []byte          // the answer, once done
-	done     bool
-	hidx     int // its place in the front's blockTimes, plus 1; 0: not in it
+	// wakes are the pushed keys this blocker was woken for and has not
+	// yet answered for (wakeOne); the first roundWakes of them came before
+	// the round in flight started.
+	wakes      []string
+	roundWakes int
+	reply      []byte // the answer, once done
+	done       bool
+	hidx       int // its place in the front's blockTimes, plus 1; 0: not in it
 }
 
 // cmdBlockingPop parses BLPOP/BRPOP key [key ...] timeout and blocks the
@@ -114,6 +119,7 @@ func (b *blocker) pop() {
 		b.again = true
 		return
 	}
+	b.roundWakes = len(b.wakes)
 	b.round = b.lc.f.s.cfg.Engine.Pop(b.keys, b.right, evloop.Now())
 	b.lc.f.s.cfg.Engine.Submit(b.w, b.round)
 }
@@ -138,6 +144,11 @@ func (b *blocker) roundDone() {
 		out = resp.AppendReply(nil, rep, resp3)
 	}
 	r.Release()
+	popped := ""
+	if err == nil && rep.Type == resp.Array && len(rep.Elems) == 2 {
+		popped = string(rep.Elems[0].Str)
+	}
+	b.settleWakes(err != nil || rep.Type == resp.Error, popped)
 	switch {
 	case b.done:
 	case out != nil:
@@ -162,6 +173,42 @@ func (b *blocker) expire() {
 	b.finish(appendNullArray(nil, b.lc.c.resp3))
 }
 
+// settleWakes accounts for the wake-ups of the round just ended, which
+// popped an element of list popped ("": none). A popped element answers a
+// wake-up for its list that came before the round; the others came for
+// elements still to be taken. A round that popped nothing without an
+// error found the elements gone (taken through this proxy or another): its
+// wake-ups are spent. A failed round took nothing, so its wake-ups pass on
+// to another blocker, as do those a blocker that is done (answered, timed
+// out, closed) can no longer use.
+func (b *blocker) settleWakes(failed bool, popped string) {
+	if len(b.wakes) == 0 {
+		return
+	}
+	before, later := b.wakes[:b.roundWakes], b.wakes[b.roundWakes:]
+	var pass []string
+	switch {
+	case failed:
+		pass = append(pass, before...)
+	case popped != "":
+		answered := false
+		for _, k := range before {
+			if k == popped && !answered {
+				answered = true
+				continue
+			}
+			pass = append(pass, k)
+		}
+	}
+	b.wakes, b.roundWakes = append([]string(nil), later...), 0
+	if popped != "" || failed || b.done {
+		pass, b.wakes = append(pass, b.wakes...), nil
+	}
+	for _, k := range pass {
+		b.lc.f.wakeOne(k, b)
+	}
+}
+
 // finish answers the BLPOP and lets the pipeline go on.
 func (b *blocker) finish(reply []byte) {
 	if b.done {
@@ -170,6 +217,15 @@ func (b *blocker) finish(reply []byte) {
 	b.done, b.reply = true, reply
 	b.lc.f.s.blockedN.Add(-1)
 	b.lc.f.unblock(b)
+	if w := b.wakes; len(w) > 0 && b.round == nil {
+		// Woken for elements it will not take now (its timeout came
+		// first): another blocker takes them. With a round in flight,
+		// roundDone passes them on.
+		b.wakes = nil
+		for _, k := range w {
+			b.lc.f.wakeOne(k, b)
+		}
+	}
 	if b.lc.blk == b {
 		b.lc.blk = nil
 	}
@@ -225,18 +281,40 @@ func (f *front) handOff(from *blocker, rep resp.Reply) {
 	}
 }
 
-// onEvent wakes the blockers of a pushed key (pubsub.Hub.Listen: from the
+// onEvent wakes a blocker of a pushed key (pubsub.Hub.Listen: from the
 // hub's goroutines, so it only posts to the loop).
 func (f *front) onEvent(ev pubsub.Event) {
 	if ev.Type != pubsub.EventPush {
 		return
 	}
 	key := ev.Key
-	f.loop.Post(func() {
-		for b := range f.blocked[key] {
+	f.loop.Post(func() { f.wakeOne(key, nil) })
+}
+
+// wakeOne wakes one blocker of key, not skip, for one pushed element: one
+// pop round takes an element from every master, so waking every blocker
+// made all but one run a round on every master for nothing (2,000 waiters:
+// about 800 EVALSHAs per release). A blocker with no round in flight is
+// preferred; the one woken answers for the wake-up (settleWakes). With no
+// blocker left the wake-up is dropped: the element stays on the masters for
+// the next BLPOP, as on Redis.
+func (f *front) wakeOne(key string, skip *blocker) {
+	var busy *blocker
+	for b := range f.blocked[key] {
+		switch {
+		case b.done || b == skip:
+		case b.round == nil:
+			b.wakes = append(b.wakes, key)
 			b.pop()
+			return
+		case busy == nil:
+			busy = b
 		}
-	})
+	}
+	if busy != nil {
+		busy.wakes = append(busy.wakes, key)
+		busy.pop() // after its round
+	}
 }
 
 // expireBlocked answers the blockers whose timeout passed (from Fire) and

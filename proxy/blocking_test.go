@@ -194,3 +194,84 @@ func TestBLPOPClosedAndShutdown(t *testing.T) {
 		t.Fatalf("shutdown answered the blocked client after %v", el)
 	}
 }
+
+// popRounds sums the EVALSHA calls the masters of c ran (pop rounds,
+// releases, lockproxy's own checks).
+func evalshaCalls(t *testing.T, c *cluster) int {
+	t.Helper()
+	n := 0
+	for _, m := range c.masters {
+		info, err := m.Do("INFO", "commandstats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := strings.Index(info, "cmdstat_evalsha:calls="); i >= 0 {
+			v := info[i+len("cmdstat_evalsha:calls="):]
+			v = v[:strings.IndexByte(v, ',')]
+			k, _ := strconv.Atoi(v)
+			n += k
+		}
+	}
+	return n
+}
+
+// TestBLPOPWakesOnePerPush: 20 clients wait in BLPOP on one signal list of
+// proxy A; each release through proxy B pushes one element, which one
+// waiter gets. Only one waiter is woken per push: waking all 20 made each
+// run a pop round on every master (60 EVALSHAs over 3 masters for one
+// element). Each further push wakes one more waiter.
+func TestBLPOPWakesOnePerPush(t *testing.T) {
+	a, b := twoProxies(t, "")
+	ctx := context.Background()
+	holder := b.client()
+	const waiters = 20
+	got := make(chan []string, waiters)
+	for i := 0; i < waiters; i++ {
+		cl := a.client()
+		go func() {
+			if v, err := cl.BLPop(ctx, 20*time.Second, "lock-signal:x").Result(); err == nil {
+				got <- v
+			}
+		}()
+	}
+	waitBlocked(t, a, waiters)
+	time.Sleep(300 * time.Millisecond) // the waiters' first rounds end
+	release := func() {
+		t.Helper()
+		if ok, _ := holder.SetNX(ctx, "lock:x", "h", 30*time.Second).Result(); !ok {
+			t.Fatal("holder did not get the lock")
+		}
+		if n, err := holder.Eval(ctx, pyUnlock(t), []string{"lock:x", "lock-signal:x"}, "h", 10000).Int(); err != nil || n != 0 {
+			t.Fatalf("unlock: %v %v", n, err)
+		}
+	}
+	before := evalshaCalls(t, a)
+	release()
+	select {
+	case v := <-got:
+		if len(v) != 2 || v[1] != "1" {
+			t.Fatalf("BLPOP: %v", v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no waiter woken by the push")
+	}
+	waitBlocked(t, a, waiters-1)
+	time.Sleep(200 * time.Millisecond) // rounds of other waiters, if any were woken
+	// 3 masters: the release's script, the pop round, and a few of
+	// lockproxy's own checks; 20 woken waiters are 60 pops.
+	if calls := evalshaCalls(t, a) - before; calls > 3*4 {
+		t.Errorf("one push cost %d EVALSHAs over 3 masters: more than one waiter was woken", calls)
+	}
+	if len(got) != 0 {
+		t.Fatalf("%d more waiters returned for one push", len(got))
+	}
+	for i := 2; i <= 4; i++ {
+		release()
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("push %d woke no waiter", i)
+		}
+		waitBlocked(t, a, waiters-i)
+	}
+}
