@@ -76,10 +76,11 @@ const (
 	bOther                 // held by another client's token
 	bCross                 // held by the next key's token (or the same, when tokens are equal)
 	bWrongType             // a value of another type than the lock's
+	bPrev                  // held by the previous key's token
 	nBatchHolders
 )
 
-var batchHolderNames = [...]string{"absent", "held by its token", "re-entered by its token", "held by another token", "held by the next key's token", "of another type"}
+var batchHolderNames = [...]string{"absent", "held by its token", "re-entered by its token", "held by another token", "held by the next key's token", "of another type", "held by the previous key's token"}
 
 // batchCheck is one equivalence check of a script found to be, with one
 // key, the lock operation sem.
@@ -89,6 +90,7 @@ type batchCheck struct {
 	layout   Batch
 	oneVals  []string // the one-key layout's values: KEYS[1], then ARGV
 	sameToks bool     // every key's own arguments are equal
+	shape    string   // a constant of the script each own argument carries ("": none)
 	form     keyType
 	cache    map[string]outcome
 }
@@ -100,6 +102,13 @@ type batchCheck struct {
 func (a *analysis) batch(sem *Semantics, why error) (*Semantics, error) {
 	if sem.MinKeys != 1 || len(sem.LockKeys) != 1 || sem.LockKeys[0] != (Arg{Keys: true, Index: 1}) {
 		return nil, why
+	}
+	if sem.Kind != Extend && sem.Kind != Read {
+		// Split, a call whose part fails still runs the other parts, where
+		// one Redis stops at the error: renewals and reads only, which
+		// leave nothing a caller told "failed" would not expect (found
+		// by review: a failed acquire batch left later keys locked).
+		return nil, fmt.Errorf("%w; a script that %ss one lock per key is not run as parts (lockproxy splits renewals and reads only)", why, sem.Kind)
 	}
 	if len(sem.Publishes) > 0 || len(sem.Pushes) > 0 || len(sem.Counters) > 0 || len(sem.AuxKeys) > 0 || len(sem.CommandArgs) > 0 {
 		return nil, why // effects beyond the one key would be shared by the parts
@@ -185,6 +194,31 @@ func (c *batchCheck) run() error {
 			}
 		}
 	}
+	return c.runShapes()
+}
+
+// runShapes checks again with each key's own arguments carrying one of the
+// script's string constants (a script that branches on a token's shape,
+// `string.find(tok, ':')`, would pair keys with other tokens only for
+// tokens like Redisson's uuid:threadId; found by review).
+func (c *batchCheck) runShapes() error {
+	if c.layout.Width == 0 {
+		return nil
+	}
+	defer func() { c.shape, c.sameToks = "", false }()
+	tried := 0
+	for _, k := range c.a.consts {
+		if _, isNum := parseInt(k); isNum || tried >= 8 {
+			continue
+		}
+		tried++
+		c.shape, c.sameToks = k, false
+		for _, hs := range [][]batchHolder{{bCaller, bCaller}, {bCaller, bOther}, {bOther, bCaller}, {bCaller, bCaller, bCaller}, {bPrev, bPrev, bPrev}} {
+			if err := c.check(hs); err != nil {
+				return fmt.Errorf("with each key's own arguments carrying %q: %v", k, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -200,7 +234,7 @@ func (c *batchCheck) counts() []int {
 			out = append(out, n)
 		}
 	}
-	for _, n := range []int{1, 4, 5, 16, maxBatchKeys} {
+	for _, n := range []int{1, 4, 5, 16, 100, maxBatchKeys} {
 		add(n)
 	}
 	for _, k := range c.a.consts {
@@ -227,14 +261,14 @@ func (c *batchCheck) keyName(i int) string {
 // value is not a probe number: a SELECT's "0"), distinct for the others.
 func (c *batchCheck) own(i, j int) string {
 	v := c.oneVals[1+c.layout.Shared+j]
-	if i == 0 || c.sameToks {
-		return v
-	}
 	n, ok := parseInt(v)
 	if !ok {
 		return v
 	}
-	return formatInt(n + int64(i)*1_000_003)
+	if i > 0 && !c.sameToks {
+		n += int64(i) * 1_000_003
+	}
+	return c.shape + formatInt(n)
 }
 
 // oneCall is the values of key i's one-key call.
@@ -290,6 +324,8 @@ func (c *batchCheck) entry(h batchHolder, i, n int, nowMS int64) *entry {
 		tok = otherToken
 	case bCross:
 		tok = c.token((i + 1) % n)
+	case bPrev:
+		tok = c.token((i + n - 1) % n)
 	case bWrongType:
 		typ = typeString
 		if c.form == typeString {
@@ -412,11 +448,7 @@ func (c *batchCheck) check(hs []batchHolder) error {
 
 // one runs key i's one-key call on its holder h alone (cached).
 func (c *batchCheck) one(h batchHolder, i, n int, clock int64) (outcome, error) {
-	tokI, tokNext := c.token(i), c.token((i+1)%n)
-	key := fmt.Sprintf("%d/%d/%v/%d/%s/%s", h, i, c.sameToks, clock, tokI, tokNext)
-	if h != bCross {
-		key = fmt.Sprintf("%d/%d/%v/%d", h, i, c.sameToks, clock)
-	}
+	key := fmt.Sprintf("%d/%d/%d/%s/%s/%s", h, i, clock, strings.Join(c.oneCall(i), "\x00"), c.token((i+1)%n), c.token((i+n-1)%n))
 	if o, ok := c.cache[key]; ok {
 		return o, nil
 	}

@@ -27,6 +27,8 @@ for i = 1, #KEYS do
   end
 end
 return r`, want: `extend string keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms yes=array whose first element is integer 1 no=[:0] batch(shared=0 per-key=2 max=128)`},
+	// A release or acquire split into parts would still run the other
+	// parts after one failed, where one Redis stops (review).
 	{name: "token per key, releases", body: `
 local r = {}
 local n = #KEYS
@@ -37,7 +39,7 @@ for i = 1, n do
     r[i] = 0
   end
 end
-return r`, want: `release string keys=KEYS[1] token=ARGV[1] yes=array whose first element is integer 1 no=[:0] batch(shared=0 per-key=1 max=128)`},
+return r`, want: "refused: lockproxy splits renewals and reads only"},
 	{name: "token and TTL per key, in columns", body: `
 local r = {}
 local n = #KEYS
@@ -128,6 +130,49 @@ for i = 1, #KEYS do
   end
 end
 return result`, want: "refused: one lock per key"},
+	// Found by review (helper-49): a script that pairs keys with other
+	// tokens only for tokens shaped like Redisson's (uuid:threadId); one
+	// that honours the previous key's token from the third key on; an
+	// acquire batch; a threshold that is no constant of the script.
+	{name: "swaps tokens shaped like uuid:threadId", body: `
+local r = {}
+local n = #KEYS
+for i = 1, n do
+  local tok = ARGV[i+1]
+  if string.find(tok, ':', 1, true) then tok = ARGV[n + 2 - i] end
+  if redis.call('hexists', KEYS[i], tok) == 1 then
+    redis.call('pexpire', KEYS[i], ARGV[1]); r[#r+1] = 1
+  else r[#r+1] = 0 end
+end
+return r`, want: "refused: one lock per key"},
+	{name: "honours the previous key's token from the third key", body: `
+local r = {}
+for i = 1, #KEYS do
+  local ok = 0
+  for _, f in ipairs(redis.call('hkeys', KEYS[i])) do
+    if f == ARGV[i+1] or (i > 2 and f == ARGV[i]) then ok = 1 end
+  end
+  if ok == 1 then redis.call('pexpire', KEYS[i], ARGV[1]) end
+  r[#r+1] = ok
+end
+return r`, want: "refused: "},
+	{name: "acquires one lock per key", body: `
+local r = {}
+for i = 1, #KEYS do
+  if (redis.call('exists', KEYS[i]) == 0) or (redis.call('hexists', KEYS[i], ARGV[i+1]) == 1) then
+    redis.call('hincrby', KEYS[i], ARGV[i+1], 1); redis.call('pexpire', KEYS[i], ARGV[1]); r[#r+1] = 1
+  else r[#r+1] = 0 end
+end
+return r`, want: "refused: lockproxy splits renewals and reads only"},
+	{name: "deletes every lock from 100 to 127 keys", body: `
+local r = {}
+for i = 1, #KEYS do
+  if #KEYS >= 10*10 and #KEYS < 2^7 then redis.call('del', KEYS[i]) end
+  if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
+    redis.call('pexpire', KEYS[i], ARGV[1]); table.insert(r, 1)
+  else table.insert(r, 0) end
+end
+return r`, want: "refused: one lock per key"},
 	{name: "renews the next key with this key's token", body: `
 local result = {}
 for i = 1, #KEYS do
