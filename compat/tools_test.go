@@ -106,7 +106,10 @@ func TestRedisCLI(t *testing.T) {
 
 // TestRedisBenchmark: redis-benchmark with a custom lock command, RESP2
 // and RESP3: every SET NX PX answered without error, and every key it
-// created held on every master.
+// created held on a quorum of masters. (On every master, as it was
+// checked, unless one stalled past node_timeout on a busy machine: such a
+// master is sent no acquisitions until it answers again, by design; CI
+// saw 1,982 keys on one master and 1,996 on another.)
 func TestRedisBenchmark(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -129,14 +132,20 @@ func TestRedisBenchmark(t *testing.T) {
 				t.Fatalf("redis-benchmark output:\n%s", out)
 			}
 			keys := e.keys(t, prefix)
-			n := len(keys[0])
-			// -r 1000000 over 2000 requests: a few repeats are possible.
-			if n < 1900 || n > 2000 {
-				t.Fatalf("redis-benchmark left %d keys on master 0, want about 2000", n)
-			}
+			on := map[string]int{}
 			for i := range keys {
-				if strings.Join(keys[i], " ") != strings.Join(keys[0], " ") {
-					t.Fatalf("master %d holds %d keys, master 0 holds %d: not the same keys", i, len(keys[i]), n)
+				for _, k := range keys[i] {
+					on[k]++
+				}
+			}
+			// -r 1000000 over 2000 requests: a few repeats are possible.
+			if n := len(on); n < 1900 || n > 2000 {
+				t.Fatalf("redis-benchmark left %d keys over the masters, want about 2000", n)
+			}
+			q := len(keys)/2 + 1
+			for k, c := range on {
+				if c < q {
+					t.Fatalf("key %s is on %d of %d masters, fewer than a quorum", k, c, len(keys))
 				}
 			}
 			// A sample of the keys holds "v" with a TTL of at most 10s.
