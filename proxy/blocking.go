@@ -199,6 +199,12 @@ func (b *blocker) settleWakes(failed bool, popped string) {
 			}
 			pass = append(pass, k)
 		}
+		if answered {
+			// One event may stand for several elements (a script that
+			// pushes two): the next waiter tries too, until a round
+			// finds the list empty (review, helper-50).
+			pass = append(pass, popped)
+		}
 	}
 	b.wakes, b.roundWakes = append([]string(nil), later...), 0
 	if popped != "" || failed || b.done {

@@ -117,13 +117,25 @@ func (a *analysis) counters(v *verdict) []Counter {
 			switch rep := o.o.reply; {
 			case rep.Type == IntReply && rep.Int == c.reply.Int:
 				at = 0
+			case rep.Type == BulkReply && rep.Str == formatInt(c.reply.Int):
+				at = -2 // the value as a string: not handed out (below)
 			case rep.Type == ArrayReply:
 				for i, e := range rep.Elems {
 					if e.Type == IntReply && e.Int == c.reply.Int {
 						at = i + 1
 						break
 					}
+					if e.Type == BulkReply && e.Str == formatInt(c.reply.Int) {
+						at = -2
+						break
+					}
 				}
+			}
+			if at == -2 {
+				// A counter's value returned as a string would reach the
+				// client as one master's: refused (review, helper-50).
+				seen[key].Returned, seen[key].At = true, -1
+				continue
 			}
 			switch s := seen[key]; {
 			case at < 0:
