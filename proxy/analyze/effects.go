@@ -118,7 +118,7 @@ func (a *analysis) counters(v *verdict) []Counter {
 			case rep.Type == IntReply && rep.Int == c.reply.Int:
 				at = 0
 			case rep.Type == BulkReply && rep.Str == formatInt(c.reply.Int):
-				at = -2 // the value as a string: not handed out (below)
+				at = CounterAsString
 			case rep.Type == ArrayReply:
 				for i, e := range rep.Elems {
 					if e.Type == IntReply && e.Int == c.reply.Int {
@@ -126,23 +126,22 @@ func (a *analysis) counters(v *verdict) []Counter {
 						break
 					}
 					if e.Type == BulkReply && e.Str == formatInt(c.reply.Int) {
-						at = -2
+						at = CounterAsString
 						break
 					}
 				}
 			}
-			if at == -2 {
-				// A counter's value returned as a string would reach the
-				// client as one master's: refused (review, helper-50).
-				seen[key].Returned, seen[key].At = true, -1
-				continue
-			}
 			switch s := seen[key]; {
+			case s.At == CounterAsString:
+			case at == CounterAsString:
+				// The value as a string would reach the client as one
+				// master's: lockproxy replaces integers only (review, helper-50).
+				s.Returned, s.At = true, CounterAsString
 			case at < 0:
 			case !s.Returned:
 				s.Returned, s.At = true, at
 			case s.At != at:
-				s.At = -1 // in one place here, another there: refused (catalog)
+				s.At = CounterMoves // one place here, another there
 			}
 		}
 	}

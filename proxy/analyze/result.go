@@ -147,10 +147,17 @@ type Counter struct {
 	Key Arg
 	// Returned: the script's yes reply is the counter's new value, or,
 	// with At, its At-th element (1-based; Redisson's RFencedLock answers
-	// {-1, token}); At -1: found in different places in different probes.
+	// {-1, token}); CounterMoves or CounterAsString: refused (catalog).
 	Returned bool
 	At       int
 }
+
+// Counter.At values the catalog refuses: lockproxy can hand out the
+// quorum's counter value only in one integer place of the reply.
+const (
+	CounterMoves    = -1 // found in different places in different probes
+	CounterAsString = -2 // returned as a string, where one master's would reach the client
+)
 
 // String renders the semantics on one line, for logs, INFO and tests.
 func (s *Semantics) String() string {

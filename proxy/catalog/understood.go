@@ -255,7 +255,10 @@ func (s *Script) counter(sem *analyze.Semantics) error {
 		if s.Kind != quorum.Acquire && s.Kind != quorum.AcquireOrExtend {
 			return fmt.Errorf("it returns the new value of the counter %s from a %s script; lockproxy hands out counter values (fencing tokens) from acquire scripts and INCR only, where it can keep them from going back", c.Key, s.Kind)
 		}
-		if c.At < 0 {
+		switch c.At {
+		case analyze.CounterAsString:
+			return fmt.Errorf("it returns the new value of the counter %s as a string; lockproxy hands out a fencing token only as an integer, where it can put the quorum's value (one master's would reach the client)", c.Key)
+		case analyze.CounterMoves:
 			return fmt.Errorf("it returns the new value of the counter %s in different places of its reply; lockproxy hands out a fencing token only where it can put the quorum's", c.Key)
 		}
 		s.Counter = quorum.Arg{Keys: c.Key.Keys, Index: c.Key.Index}

@@ -7,13 +7,15 @@ import (
 	"time"
 )
 
-// TestRevWakeTwoElementPush: a release that pushes two elements in one
-// LPUSH (a two-permit release; python-redis-lock's unlock with "1, 1")
-// leaves two elements on the masters. One Redis serves both blocked
-// clients; lockproxy emits one EventPush per signal key, and since
-// d29fd31 one event wakes one waiter: the second waits with an element
-// it could pop on every master.
-func TestRevWakeTwoElementPush(t *testing.T) {
+// TestBLPOPServesEveryElementOfOnePush: a release that pushes two
+// elements in one LPUSH (a two-permit release; python-redis-lock's
+// unlock with "1, 1") leaves two elements on the masters, and one Redis
+// serves both blocked clients. The proxy hears one push event per
+// signal key and wakes one waiter for it; a waiter that popped passes
+// the wake-up on, so the second waiter pops the second element. Without
+// the pass-on it timed out with an element on every master (review,
+// helper-50).
+func TestBLPOPServesEveryElementOfOnePush(t *testing.T) {
 	a, b := twoProxies(t, "")
 	ctx := context.Background()
 	body := strings.Replace(pyUnlock(t), `redis.call("lpush", KEYS[2], 1)`, `redis.call("lpush", KEYS[2], 1, 1)`, 1)
