@@ -135,8 +135,8 @@ func (b *blocker) roundDone() {
 	case b.done:
 		if err == nil && rep.Type == resp.Array && len(rep.Elems) == 2 {
 			// Popped for a client that is gone: its element goes to
-			// another waiter on the list here instead of being lost.
-			b.lc.f.handOff(b, rep)
+			// another waiter on the list here, or back on the masters.
+			b.lc.f.handOff(b, rep, r.PoppedTTL())
 		}
 	case err != nil:
 		out = resp.AppendError(nil, errorText(err))
@@ -276,15 +276,46 @@ func (f *front) unblock(b *blocker) {
 
 // handOff gives an element popped for from, which no longer waits, to
 // another client blocked on its list on this front, as Redis would have
-// served it. With none it is lost: a missed wake-up, which costs a waiter
-// its wait, never a lock.
-func (f *front) handOff(from *blocker, rep resp.Reply) {
+// served it. With none here it goes back on the masters (repush), so that
+// a waiter on another proxy, or a later BLPOP, still finds it.
+func (f *front) handOff(from *blocker, rep resp.Reply, ttl int64) {
 	for b := range f.blocked[string(rep.Elems[0].Str)] {
 		if b != from && !b.done {
 			b.finish(resp.AppendReply(nil, rep, b.lc.c.resp3))
 			return
 		}
 	}
+	f.repush(rep.Elems[0].Str, rep.Elems[1].Str, from.right, ttl)
+}
+
+// repush puts an element popped for a client that hung up back on every
+// master (quorum.Engine.Repush) and, once one master holds it again,
+// announces the push, which wakes one waiter on the list on every proxy.
+// Without it the element was lost: a python-redis-lock waiter on another
+// proxy slept through the release that pushed it, to its timeout (forever
+// with timeout 0).
+func (f *front) repush(key, elem []byte, right bool, ttl int64) {
+	eng := f.s.cfg.Engine
+	k := string(key)
+	r := eng.Repush([]byte(k), append([]byte(nil), elem...), right, ttl, evloop.Now())
+	w := quorum.NewWaiterFunc(func() { f.loop.Post(func() { f.repushed(r, k) }) })
+	eng.Submit(w, r)
+}
+
+// repushed announces a decided repush if a master took the element back.
+func (f *front) repushed(r *quorum.Request, key string) {
+	defer r.Release()
+	for _, n := range r.Replies() {
+		if n > 0 {
+			f.s.repushes.Add(1)
+			if err := f.s.cfg.Hub.Emit(pubsub.Event{Type: pubsub.EventPush, Key: key}); err != nil {
+				f.s.cfg.Logger.Debug("lockproxy event not published", "key", key, "err", err)
+			}
+			return
+		}
+	}
+	f.s.cfg.Logger.Warn("lockproxy could not put back on any master an element it popped for a BLPOP client that hung up; waiters on the list wake at its next push or their timeout. Check the masters' health (INFO lockproxy)",
+		"key", key, "replies", r.Replies())
 }
 
 // onEvent wakes a blocker of a pushed key (pubsub.Hub.Listen: from the

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
 )
 
 // TestBLPOPServesEveryElementOfOnePush: a release that pushes two
@@ -62,4 +64,97 @@ func lens(t *testing.T, c *cluster, key string) []string {
 		out = append(out, v)
 	}
 	return out
+}
+
+// TestBLPOPElementPutBackForHungUpClient: a client that hangs up while its
+// pop round is in flight would have popped nothing on Redis, but the
+// masters popped the element for it. With no other waiter on that proxy
+// the element was lost, and a waiter on another proxy slept through the
+// release to its timeout (forever with python-redis-lock's timeout 0). It
+// now goes back on every master, at the end it came from and with the
+// list's TTL, and the push is announced: the waiter on the other proxy
+// pops it.
+func TestBLPOPElementPutBackForHungUpClient(t *testing.T) {
+	a, b := twoProxies(t, "")
+	// hangUpDuringRound blocks a client on a, gives the masters one
+	// element, and hangs the client up while a's round for it is held
+	// up by the paused masters (well inside node_timeout).
+	hangUpDuringRound := func() {
+		t.Helper()
+		rc := a.respConn()
+		rc.send("BLPOP", "sig", "0")
+		waitBlocked(t, a, 1)
+		for _, m := range a.masters {
+			if _, err := m.Do("RPUSH", "sig", "e1"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Do("PEXPIRE", "sig", "60000"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, m := range a.masters {
+			if err := m.Pause(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Wakes a's client (and, once the masters answer, b's waiters,
+		// whose rounds reach the masters after a's).
+		if err := a.hub.Emit(pubsub.Event{Type: pubsub.EventPush, Key: "sig"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(40 * time.Millisecond)
+		rc.conn.Close()
+		waitBlocked(t, a, 0)
+		for _, m := range a.masters {
+			if err := m.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// No waiter anywhere: the element is back on every master, with a TTL.
+	hangUpDuringRound()
+	deadline := time.Now().Add(5 * time.Second)
+	for i, m := range a.masters {
+		for {
+			n, err := m.Do("LLEN", "sig")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == "1" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("master %d holds %s elements of sig, want the popped one back", i, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if ttl, err := m.Do("PTTL", "sig"); err != nil || len(ttl) < 2 || ttl[0] == '-' {
+			t.Fatalf("master %d: sig put back with PTTL %s (%v), want the list's TTL", i, ttl, err)
+		}
+	}
+	for _, m := range a.masters {
+		m.Do("DEL", "sig")
+	}
+
+	// A waiter on the other proxy: woken by the put-back's push.
+	got := make(chan []string, 1)
+	go func() {
+		v, _ := b.client().BLPop(context.Background(), 8*time.Second, "sig").Result()
+		got <- v
+	}()
+	waitBlocked(t, b, 1)
+	hangUpDuringRound()
+	select {
+	case v := <-got:
+		if len(v) != 2 || v[1] != "e1" {
+			t.Fatalf("waiter on the other proxy: BLPOP returned %v, want [sig e1]; masters hold %v", v, lens(t, a, "sig"))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+	}
+	info, _ := a.client().Info(context.Background(), "clients").Result()
+	if !strings.Contains(info, "blocked_elements_repushed:2\r\n") {
+		t.Errorf("INFO clients of the proxy whose client hung up: %q, want blocked_elements_repushed:2", info)
+	}
 }

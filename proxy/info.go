@@ -53,8 +53,9 @@ func (s *Server) opsSources() ops.Sources {
 		IdleCloses:      s.idleClosed.Load(),
 		HandshakeCloses: s.handshakeClosed.Load(),
 
-		Blocked: s.blockedN.Load(),
-		PubSub:  s.pubsubInfo(),
+		Blocked:  s.blockedN.Load(),
+		Repushed: s.repushes.Load(),
+		PubSub:   s.pubsubInfo(),
 	}}
 }
 

@@ -61,6 +61,7 @@ type Server struct {
 	idleClosed, handshakeClosed atomic.Int64 // connections closed by IdleTimeout, HandshakeTimeout
 	pushClosed                  atomic.Int64 // subscribers closed over the pubsub output limits
 	blockedN                    atomic.Int64 // clients blocked in BLPOP/BRPOP
+	repushes                    atomic.Int64 // elements put back for BLPOP clients that hung up
 	budget                      *resp.Budget // client_query_buffer_total
 
 	frontState // the clients on the event loop (front.go)

@@ -1,6 +1,10 @@
 package quorum
 
-import "github.com/lockproxy/lockproxy/internal/resp"
+import (
+	"strconv"
+
+	"github.com/lockproxy/lockproxy/internal/resp"
+)
 
 // Pops from signal lists, for BLPOP and BRPOP. A signal list (the one
 // python-redis-lock's release fills) is written by a lock script that runs
@@ -37,12 +41,12 @@ func (r *Request) decidePop(q, outstanding int32, force bool) bool {
 			errs++
 			continue
 		}
-		if rep.Type != resp.Array || len(rep.Elems) != 2 {
+		if !isPopped(*rep) {
 			continue
 		}
 		n := 0
 		for j := i; j < r.e.n; j++ {
-			if r.state[j] == replied && r.replies[j].Equal(*rep) {
+			if r.state[j] == replied && samePop(r.replies[j], *rep) {
 				n++
 			}
 		}
@@ -56,7 +60,8 @@ func (r *Request) decidePop(q, outstanding int32, force bool) bool {
 	r.won = true
 	switch {
 	case best >= 0:
-		r.reply = r.replies[best]
+		// {key, element}, as BLPOP answers; the PTTL stays in replies.
+		r.reply = resp.Reply{Type: resp.Array, Elems: r.replies[best].Elems[:2]}
 	case r.answered < q:
 		r.won = false
 		r.err = r.noQuorum()
@@ -71,4 +76,50 @@ func (r *Request) decidePop(q, outstanding int32, force bool) bool {
 		r.reply = resp.ReplyNil
 	}
 	return true
+}
+
+// isPopped reports whether a master's pop round reply carries an element:
+// {key, element, pttl}.
+func isPopped(rep resp.Reply) bool {
+	return rep.Type == resp.Array && len(rep.Elems) == 3
+}
+
+// samePop compares two masters' popped elements, not their lists' PTTLs.
+func samePop(a, b resp.Reply) bool {
+	return isPopped(a) && isPopped(b) && a.Elems[0].Equal(b.Elems[0]) && a.Elems[1].Equal(b.Elems[1])
+}
+
+// PoppedTTL is the longest PTTL, before the pop, of the list a decided Pop
+// answered an element of, among the masters that popped that element; 0
+// when none had an expiry. For Repush.
+func (r *Request) PoppedTTL() int64 {
+	var ttl int64
+	if r.e == nil || r.reply.Type != resp.Array || len(r.reply.Elems) != 2 {
+		return 0 // not sent (quorum.Decided), or nothing popped
+	}
+	for i := 0; i < r.e.n; i++ {
+		rep := r.replies[i]
+		if r.state[i] == replied && isPopped(rep) && rep.Elems[0].Equal(r.reply.Elems[0]) &&
+			rep.Elems[1].Equal(r.reply.Elems[1]) && rep.Elems[2].Type == resp.Integer {
+			ttl = max(ttl, rep.Elems[2].Int)
+		}
+	}
+	return ttl
+}
+
+// Repush puts back, on every master, an element a Pop took for a client
+// that no longer waits (it hung up or the proxy is shutting down during
+// the round), at the end it was popped from, with the list's PTTL (ttl
+// milliseconds, when positive) if the push creates the list again. On
+// Redis that client would have popped nothing. A master that had not
+// popped it gets one signal more: a hint to retry a lock, which costs a
+// waiter one refused attempt, where a lost signal could cost it its whole
+// wait. Every master's reply is kept (Replies), with no vote.
+func (e *Engine) Repush(key, elem []byte, right bool, ttl int64, t0 int64) *Request {
+	side := []byte("l")
+	if right {
+		side = []byte("r")
+	}
+	return keyed(&Request{kind: Read, agg: AggEach, nkeys: 1, t0: t0,
+		cmd: AppendEvalSHA(nil, repushScript.SHA1, [][]byte{key}, [][]byte{elem, side, strconv.AppendInt(nil, ttl, 10)})}, [][]byte{key})
 }

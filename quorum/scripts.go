@@ -138,20 +138,33 @@ return 1`)
 
 // popScript is one round of a blocking pop (BLPOP, BRPOP): the first
 // KEY whose list has an element gives it up, popped from its head
-// (ARGV[1] "l") or tail ("r"), answered {key, element}; false when every
-// list is empty. A key of another type answers WRONGTYPE, as BLPOP does.
+// (ARGV[1] "l") or tail ("r"), answered {key, element, pttl} with the
+// list's PTTL before the pop (for repushScript); false when every list is
+// empty. A key of another type answers WRONGTYPE, as BLPOP does.
 var popScript = newScript(`local pop = "LPOP"
 if ARGV[1] == "r" then pop = "RPOP" end
 for i = 1, #KEYS do
+  local t = redis.call("PTTL", KEYS[i])
   local v = redis.call(pop, KEYS[i])
-  if v then return {KEYS[i], v} end
+  if v then return {KEYS[i], v, t} end
 end
 return false`)
+
+// repushScript puts back an element popped for a client that no longer
+// waits: ARGV[1] at the end it was popped from (ARGV[2] "l" or "r"). A
+// list it creates again gets back the PTTL it had before the pop
+// (ARGV[3], when positive), so a signal list still expires.
+var repushScript = newScript(`local push = "LPUSH"
+if ARGV[2] == "r" then push = "RPUSH" end
+local n = redis.call(push, KEYS[1], ARGV[1])
+local t = tonumber(ARGV[3])
+if n == 1 and t and t > 0 then redis.call("PEXPIRE", KEYS[1], t) end
+return n`)
 
 // InternalScripts are loaded on every master connection.
 func InternalScripts() []Script {
 	return []Script{undoScript, hashUndoScript, zremUndoScript, jsonUndoScript, getTTLScript, existsScript, delScript, CappedExtendScript,
-		counterReadScript, counterWriteScript, extendScript, popScript, raiseScript, hashGetScript, hashExistsScript}
+		counterReadScript, counterWriteScript, extendScript, popScript, repushScript, raiseScript, hashGetScript, hashExistsScript}
 }
 
 // AppendEvalSHA appends EVALSHA sha numkeys keys... args... to dst.

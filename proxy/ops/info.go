@@ -44,8 +44,11 @@ type Front struct {
 	IdleCloses      int64 // connections closed by idle_timeout
 	HandshakeCloses int64 // connections closed by handshake_timeout
 
-	Blocked int64   // clients blocked in BLPOP/BRPOP
-	PubSub  *PubSub // the pub/sub hub's figures; nil: pub/sub is off
+	Blocked int64 // clients blocked in BLPOP/BRPOP
+	// Repushed counts elements popped for BLPOP clients that hung up
+	// during the round and put back on the masters (no waiter here).
+	Repushed int64
+	PubSub   *PubSub // the pub/sub hub's figures; nil: pub/sub is off
 }
 
 // PubSub is what INFO's pubsub section shows.
@@ -119,6 +122,7 @@ func infoClients(b *strings.Builder, src *Sources) {
 	field(b, "connected_clients", f.Clients)
 	field(b, "maxclients", f.MaxClients)
 	field(b, "blocked_clients", f.Blocked)
+	field(b, "blocked_elements_repushed", f.Repushed)
 	field(b, "requirepass", map[bool]string{false: "no", true: "yes"}[f.RequirePass])
 	field(b, "client_input_bytes", f.InputBytes)
 	field(b, "client_query_buffer_total", f.InputLimit)
