@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-redsync/redsync/v4"
+	rsrueidis "github.com/go-redsync/redsync/v4/redis/rueidis"
 	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidiscompat"
 	"github.com/redis/rueidis/rueidislock"
 )
 
@@ -153,9 +156,10 @@ func testRueidisLock(t *testing.T, e *env, setpx bool) {
 	must(t, e.checkKeys(t, prefix))
 }
 
-// TestRueidisCacheRefused: rueidis with client-side caching on (its
-// default) cannot connect, since lockproxy refuses CLIENT TRACKING; the
-// error says to set DisableCache.
+// TestRueidisCacheRefused: rueidislock with client-side caching on asks
+// for CLIENT TRACKING in OPTOUT mode (it waits for invalidations, which
+// lockproxy does not send) and cannot connect; the error says to set
+// DisableCache.
 func TestRueidisCacheRefused(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -166,8 +170,56 @@ func TestRueidisCacheRefused(t *testing.T) {
 		l.Close()
 		t.Fatal("rueidislock with client-side caching connected to lockproxy; want an error")
 	}
-	if !strings.Contains(err.Error(), "DisableCache: true") || !strings.Contains(err.Error(), "CLIENT TRACKING is not supported") {
+	if !strings.Contains(err.Error(), "DisableCache: true") || !strings.Contains(err.Error(), "CLIENT TRACKING is supported in OPTIN mode only") {
 		t.Fatalf("error does not say how to fix it: %v", err)
+	}
+}
+
+// TestRueidisDefaultOptions: a rueidis client with its default options
+// (client-side caching on, CLIENT TRACKING ON OPTIN at connect) works
+// through lockproxy for everything it does not read through the cache:
+// SET NX, and redsync over rueidis (lock, extend, unlock). A DoCache read
+// fails (lockproxy refuses CLIENT CACHING YES, so nothing is ever
+// tracked) and leaves the connection working. Before, rueidis with its
+// defaults could not connect at all.
+func TestRueidisDefaultOptions(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{e.addr}, ForceSingleClient: true})
+	if err != nil {
+		t.Fatalf("rueidis with default options: %v", err)
+	}
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	key := prefixOf(t) + "plain"
+	if err := c.Do(ctx, c.B().Set().Key(key).Value("t1").Nx().Px(8*time.Second).Build()).Error(); err != nil {
+		t.Fatalf("SET NX: %v", err)
+	}
+	must(t, e.checkHeld(t, key, "t1"))
+	if err := c.Do(ctx, c.B().Set().Key(key).Value("t2").Nx().Px(8*time.Second).Build()).Error(); !rueidis.IsRedisNil(err) {
+		t.Fatalf("second SET NX of a held key: %v, want nil", err)
+	}
+	if _, err := c.DoCache(ctx, c.B().Get().Key(key).Cache(), time.Minute).ToString(); err == nil {
+		t.Fatal("DoCache GET through lockproxy succeeded; want an error (nothing can be tracked)")
+	}
+	if v, err := c.Do(ctx, c.B().Get().Key(key).Build()).ToString(); err != nil || v != "t1" {
+		t.Fatalf("GET after a failed DoCache = %q, %v; want t1", v, err)
+	}
+
+	rs := redsync.New(rsrueidis.NewPool(rueidiscompat.NewAdapter(c)))
+	m := rs.NewMutex(prefixOf(t)+"mutex", redsync.WithExpiry(8*time.Second), redsync.WithTries(1))
+	if err := m.Lock(); err != nil {
+		t.Fatalf("redsync over rueidis, Lock: %v", err)
+	}
+	must(t, e.checkHeld(t, prefixOf(t)+"mutex", m.Value()))
+	if ok, err := m.Extend(); !ok || err != nil {
+		t.Fatalf("Extend: %v %v", ok, err)
+	}
+	if ok, err := m.Unlock(); !ok || err != nil {
+		t.Fatalf("Unlock: %v %v", ok, err)
+	}
+	if v := e.values(t, prefixOf(t)+"mutex"); v[0] != "(nil)" {
+		t.Fatalf("after Unlock the masters hold %v", v)
 	}
 }
 

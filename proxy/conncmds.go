@@ -212,10 +212,9 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 	case sub == "no-evict" || sub == "no-touch":
 		c.status("OK")
 	case sub == "tracking":
-		// Client-side caching would serve a lock's value from the
-		// client's cache, never asking the quorum; a client that asks
-		// for it fails to connect, so say how to turn it off.
-		c.errorf("ERR CLIENT TRACKING is not supported: lockproxy has no client-side caching, every read is a quorum read; turn caching off in the client (rueidis: ClientOption{DisableCache: true})")
+		clientTracking(c, args)
+	case sub == "caching":
+		clientCaching(c, args)
 	default:
 		// What Redis 7.0 answers; clients that probe for newer
 		// subcommands (MAINT_NOTIFICATIONS) tolerate it.

@@ -316,6 +316,7 @@ func cmdReset(s *Server, c *client, args [][]byte) {
 	}
 	c.resp3 = false
 	c.name = ""
+	c.tracking = false
 	c.authed = s.cfg.RequirePass == ""
 	c.status("RESET")
 }

@@ -193,9 +193,12 @@ type client struct {
 	name   string
 	lib    string
 	libVer string
-	since  time.Time
-	w      *quorum.Waiter
-	slots  []slot
+	// tracking: CLIENT TRACKING ON OPTIN, where nothing is tracked
+	// (tracking.go).
+	tracking bool
+	since    time.Time
+	w        *quorum.Waiter
+	slots    []slot
 	// localBuf holds replies answered by lockproxy itself, by slot; out,
 	// the pipeline's replies, in order.
 	localBuf, out []byte
