@@ -220,6 +220,6 @@ func cmdExpire(s *Server, c *client, args [][]byte) {
 		c.errorf("%s", msg)
 		return
 	}
-	s.submit(c, s.cfg.Engine.Extend(args[1], ttl, t0), renderReply)
+	s.submit(c, s.cfg.Engine.Extend(args[1], ttl, t0), renderSetNX) // granted → 1, else 0
 	s.keyEvent(c, pubsub.EventExpire, ttl, args[1])
 }

@@ -77,6 +77,14 @@ func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
 		// so that the client hears what a quorum did; rare (a leftover
 		// count on a master), and bounded by node_timeout.
 		return false
+	case r.yes >= q && r.rule == &YesSameValue && !r.yesAgree(q):
+		// Yes votes for different values (a tokenless PEXPIRE that found
+		// another client's copy on some master): not a quorum of one
+		// lock. Wait for the others; short of Q equal ones it is lost.
+		if !force && outstanding > 0 {
+			return false
+		}
+		r.failure()
 	case r.yes >= q && (r.reent == nil || r.reentrantYes() >= q):
 		// A re-entrant acquisition counts only the yes votes that keep
 		// a quorum's counts at the holder's depth (reentrant.go); short

@@ -39,7 +39,8 @@ func (m *lockMaster) step() bool {
 	case bytes.Contains(op.Cmd, []byte(extendScript.SHA1)):
 		rep = resp.Reply{Type: resp.Integer}
 		if m.val != "" {
-			rep.Int = 1
+			// {1, digest of the value}: the value itself stands in.
+			rep = resp.Reply{Type: resp.Array, Elems: []resp.Reply{{Type: resp.Integer, Int: 1}, {Type: resp.Bulk, Str: []byte(m.val)}}}
 		}
 	case args[0] == "EXT":
 		rep = resp.Reply{Type: resp.Integer}

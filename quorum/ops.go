@@ -150,12 +150,13 @@ func keyed(r *Request, keys [][]byte) *Request {
 }
 
 // Extend is PEXPIRE key ttl: the quorum extend of legacy SETNX+EXPIRE
-// code, yes (1) when a quorum had the key, with validity accounted. Only a
+// code, yes when a quorum had the key with one value (YesSameValue), with
+// validity accounted; the proxy answers 1 for a grant, else 0. Only a
 // key that has an expiry is extended (extendScript): a counter keeps none.
 func (e *Engine) Extend(key []byte, ttl time.Duration, t0 int64) *Request {
 	ttl = ttl.Truncate(time.Millisecond)
 	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
-	return &Request{kind: Extend, agg: AggVote, rule: &YesOne, Key: string(key), nkeys: 1,
+	return &Request{kind: Extend, agg: AggVote, rule: &YesSameValue, Key: string(key), nkeys: 1,
 		cmd: AppendEvalSHA(nil, extendScript.SHA1, [][]byte{key}, [][]byte{ms}),
 		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0}
 }

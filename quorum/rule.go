@@ -102,6 +102,10 @@ var (
 	YesNonNegative = VoteRule{Type: resp.Integer, Cmp: IntNonNegative}
 	// YesNotNil: any reply but nil and errors.
 	YesNotNil = VoteRule{NotNil: true}
+	// YesSameValue: an array whose first element is 1, counted only when
+	// a quorum of masters answered the same array (lockproxy's tokenless
+	// PEXPIRE: {1, digest of the value extended}; decideVote).
+	YesSameValue = VoteRule{Type: resp.Array, First: &YesOne}
 	// YesZero: the integer 0 (python-redis-lock's unlock returns 0 when it
 	// removed the caller's lock and 1 when the lock was not the caller's).
 	YesZero = VoteRule{Type: resp.Integer, Cmp: IntEq, Int: 0}

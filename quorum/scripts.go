@@ -91,9 +91,16 @@ return r`)
 	// extendScript is PEXPIRE KEYS[1] ARGV[1] of a key that has an expiry
 	// already, else 0: every lock lockproxy writes has one, and a key
 	// without one is a counter, which must not get one (it would start over
-	// once expired, and a fencing token would go back).
+	// once expired, and a fencing token would go back). A yes carries a
+	// digest of the value it extended ({1, sha1 of DUMP}): a PEXPIRE has no
+	// token, and a quorum of extended copies counts only when they are
+	// copies of one value (YesSameValue). Counting every copy let another
+	// client's leftover or failed attempt on one master make up A's
+	// quorum; once that copy was gone, A's extended lock stood on a
+	// minority and a third client was granted it (review, helper-52).
 	extendScript = newScript(`if redis.call("PTTL", KEYS[1]) < 0 then return 0 end
-return redis.call("PEXPIRE", KEYS[1], ARGV[1])`)
+redis.call("PEXPIRE", KEYS[1], ARGV[1])
+return {1, redis.sha1hex(redis.call("DUMP", KEYS[1]))}`)
 	// counterReadScript reads KEYS[1] as GET and counters need it: {value,
 	// pttl}, {nil, -2} when missing, Redis's WRONGTYPE error for a key that
 	// is not a string (GET itself would raise it inside the script, which

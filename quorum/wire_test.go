@@ -267,7 +267,11 @@ func TestWireNoScript(t *testing.T) {
 			rep = replyZero
 		}
 		m.On("EVALSHA", op.SHA1).Reply(rep)
-		m.On("EVALSHA", extendScript.SHA1).Reply(rep)
+		if i == 2 {
+			m.On("EVALSHA", extendScript.SHA1).Reply(rep)
+		} else {
+			m.On("EVALSHA", extendScript.SHA1).Reply(resp.Reply{Type: resp.Array, Elems: []resp.Reply{replyOne, {Type: resp.Bulk, Str: []byte("digest")}}})
+		}
 	}
 	extend := func() *Request {
 		return decide(t, e, e.Script(op, [][]byte{[]byte("k")}, [][]byte{[]byte("tok"), []byte("10000")}, 10*time.Second, batching.Now()))
