@@ -68,6 +68,13 @@ func init() {
 		"command": {fn: cmdCommand, arity: -1},
 		"info":    {fn: cmdInfo, arity: -1},
 		"config":  {fn: cmdConfig, arity: -2},
+		// A lock's compare-and-delete or compare-and-extend as a
+		// transaction (transaction.go).
+		"watch":   {fn: cmdWatch, arity: -2},
+		"unwatch": {fn: cmdUnwatch, arity: 1},
+		"multi":   {fn: cmdMulti, arity: 1},
+		"exec":    {fn: cmdExec, arity: 1},
+		"discard": {fn: cmdDiscard, arity: 1},
 	}
 }
 
@@ -81,6 +88,9 @@ func (s *Server) command(c *client, args [][]byte) {
 	name := lowerName(&buf, args[0])
 	spec, ok := commands[string(name)]
 	if !ok {
+		if c.tx != nil && c.tx.multi {
+			c.tx.dirty = true // as Redis flags the transaction
+		}
 		c.errorf("ERR unknown or unsupported command '%s': lockproxy serves lock commands only (SET NX PX, EVAL/EVALSHA of lock scripts, GET, PTTL, DEL, PEXPIRE…); see README", clip(args[0]))
 		s.cfg.Metrics.Request("unsupported", "error")
 		return
@@ -88,6 +98,9 @@ func (s *Server) command(c *client, args [][]byte) {
 	if !c.authed && !spec.open {
 		c.errorf("%s Authentication required.", errPrefixNoAuth)
 		return
+	}
+	if txCommand(s, c, string(name), args) {
+		return // queued, or refused inside MULTI
 	}
 	if (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity) {
 		c.errorf("ERR wrong number of arguments for '%s' command", string(name)) // a copy: name is on the stack
@@ -125,15 +138,18 @@ func clip(b []byte) string {
 type renderKind uint8
 
 const (
-	renderLocal     renderKind = iota // bytes already encoded in c.out
-	renderReply                       // the quorum reply as it is
-	renderSetNX                       // OK → :1, anything else → :0
-	renderOKNil                       // granted → +OK, anything else → nil
-	renderTTLSecs                     // a PTTL in ms → TTL in s
-	renderPublish                     // the receivers of a PUBLISH over the masters' counts
-	renderBlocked                     // a BLPOP's answer (blk.reply)
-	renderBatch                       // a batch script's parts side by side (parts)
-	renderBulkIsOne                   // a value → :1, nil → :0 (HEXISTS)
+	renderLocal      renderKind = iota // bytes already encoded in c.out
+	renderReply                        // the quorum reply as it is
+	renderSetNX                        // OK → :1, anything else → :0
+	renderOKNil                        // granted → +OK, anything else → nil
+	renderTTLSecs                      // a PTTL in ms → TTL in s
+	renderPublish                      // the receivers of a PUBLISH over the masters' counts
+	renderBlocked                      // a BLPOP's answer (blk.reply)
+	renderBatch                        // a batch script's parts side by side (parts)
+	renderBulkIsOne                    // a value → :1, nil → :0 (HEXISTS)
+	renderWatchedGet                   // GET of a watched key: the reply, kept for EXEC
+	renderExec                         // EXEC's script: 1 → [1], else the aborted null
+	renderExecAbsent                   // EXEC of a key read absent: EXISTS 0 → [0], else null
 )
 
 // slot is one command's place in the pipeline's replies.
@@ -230,6 +246,10 @@ func (s *Server) render(out []byte, c *client, sl *slot) []byte {
 		if rep.Type == resp.Integer && rep.Int > 0 {
 			return resp.AppendInt(out, rep.Int/1000)
 		}
+	case renderWatchedGet:
+		c.watchedRead(r.Key, rep)
+	case renderExec, renderExecAbsent:
+		return renderTx(out, sl.kind, rep, sl.resp3)
 	case renderBulkIsOne:
 		if rep.Type == resp.Bulk {
 			return resp.AppendInt(out, 1)

@@ -140,7 +140,11 @@ func (s *Server) acquire(c *client, t0 int64, key, token []byte, ttl time.Durati
 }
 
 func cmdGet(s *Server, c *client, args [][]byte) {
-	s.submit(c, s.cfg.Engine.Get(args[1], evloop.Now()), renderReply)
+	kind := renderReply
+	if c.tx != nil && c.tx.watched[string(args[1])] != nil {
+		kind = renderWatchedGet // what EXEC compares with (transaction.go)
+	}
+	s.submit(c, s.cfg.Engine.Get(args[1], evloop.Now()), kind)
 	c.charge += valueReplyCharge
 }
 

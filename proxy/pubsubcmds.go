@@ -317,6 +317,7 @@ func cmdReset(s *Server, c *client, args [][]byte) {
 	c.resp3 = false
 	c.name = ""
 	c.tracking = false
+	c.tx = nil
 	c.authed = s.cfg.RequirePass == ""
 	c.status("RESET")
 }

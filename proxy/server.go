@@ -31,6 +31,7 @@ import (
 type Server struct {
 	cfg        Config
 	scripts    *catalog.Table
+	txBodies   txBodies              // the scripts EXEC runs (transaction.go)
 	understood *catalog.Understander // scripts the catalog does not know, by what they do
 	start      time.Time
 	maxTTL     time.Duration // the engine's, read on every acquisition
@@ -80,7 +81,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	drift := cfg.Engine.Config().DriftFactor
 	s := &Server{
-		cfg: cfg, scripts: catalog.NewTable(cfg.Catalog, cfg.LearnedScripts), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
+		cfg: cfg, scripts: catalog.NewTable(cfg.Catalog, cfg.LearnedScripts), txBodies: findTxBodies(cfg.Catalog), start: time.Now(), maxTTL: cfg.Engine.Config().MaxTTL,
 		understood: catalog.NewUnderstander(cfg.Engine.Config().MaxTTL, cfg.Engine.Config().DriftFactor),
 		drift:      drift, minTTL: minTTLFor(drift),
 		idle:   make(chan struct{}),
@@ -196,6 +197,7 @@ type client struct {
 	// tracking: CLIENT TRACKING ON OPTIN, where nothing is tracked
 	// (tracking.go).
 	tracking bool
+	tx       *txState // WATCH and MULTI (transaction.go); nil: none
 	since    time.Time
 	w        *quorum.Waiter
 	slots    []slot
