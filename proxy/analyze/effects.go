@@ -145,9 +145,19 @@ func (a *analysis) counters(v *verdict) []Counter {
 			}
 		}
 	}
+	obs := append(a.judgedObs(v), a.others(v)...)
 	out := make([]Counter, len(order))
 	for i, k := range order {
-		out[i] = *seen[k]
+		c := seen[k]
+		switch {
+		case c.Returned && c.At >= 0:
+			c.At = a.counterDiff(obs, k, c.At)
+		case !c.Returned:
+			if d := a.counterDiff(obs, k, -1); d < -1 {
+				c.Returned, c.At = true, d // refused (catalog)
+			}
+		}
+		out[i] = *c
 	}
 	return out
 }

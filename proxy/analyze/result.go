@@ -147,7 +147,8 @@ type Counter struct {
 	Key Arg
 	// Returned: the script's yes reply is the counter's new value, or,
 	// with At, its At-th element (1-based; Redisson's RFencedLock answers
-	// {-1, token}); CounterMoves or CounterAsString: refused (catalog).
+	// {-1, token}); CounterMoves, CounterAsString, CounterDerived or
+	// CounterStored: refused (catalog).
 	Returned bool
 	At       int
 }

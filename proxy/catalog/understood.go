@@ -248,18 +248,31 @@ func (s *Script) undo(sem *analyze.Semantics) error {
 // masters' values only grow, and INCR or GET through lockproxy read their
 // maximum.
 func (s *Script) counter(sem *analyze.Semantics) error {
+	returned := 0
+	for _, c := range sem.Counters {
+		if c.Returned {
+			returned++
+		}
+	}
+	if returned > 1 {
+		return fmt.Errorf("it returns the new values of %d counters; lockproxy hands out one fencing token per grant, where it can put the quorum's", returned)
+	}
 	for _, c := range sem.Counters {
 		if !c.Returned {
 			continue
-		}
-		if s.Kind != quorum.Acquire && s.Kind != quorum.AcquireOrExtend {
-			return fmt.Errorf("it returns the new value of the counter %s from a %s script; lockproxy hands out counter values (fencing tokens) from acquire scripts and INCR only, where it can keep them from going back", c.Key, s.Kind)
 		}
 		switch c.At {
 		case analyze.CounterAsString:
 			return fmt.Errorf("it returns the new value of the counter %s as a string; lockproxy hands out a fencing token only as an integer, where it can put the quorum's value (one master's would reach the client)", c.Key)
 		case analyze.CounterMoves:
 			return fmt.Errorf("it returns the new value of the counter %s in different places of its reply; lockproxy hands out a fencing token only where it can put the quorum's", c.Key)
+		case analyze.CounterDerived:
+			return fmt.Errorf("its reply carries the counter %s's value, or a value made from it, outside the one integer place where lockproxy can put the quorum's (one master's would reach the client)", c.Key)
+		case analyze.CounterStored:
+			return fmt.Errorf("it passes the counter %s's value to another command (it stores it, in the lock or elsewhere, or compares it): each master would keep its own value, which lockproxy cannot make the quorum's", c.Key)
+		}
+		if s.Kind != quorum.Acquire && s.Kind != quorum.AcquireOrExtend {
+			return fmt.Errorf("it returns the new value of the counter %s from a %s script; lockproxy hands out counter values (fencing tokens) from acquire scripts and INCR only, where it can keep them from going back", c.Key, s.Kind)
 		}
 		s.Counter = quorum.Arg{Keys: c.Key.Keys, Index: c.Key.Index}
 		s.CounterAt = c.At

@@ -1,0 +1,110 @@
+package analyze
+
+import "strings"
+
+// A fencing counter's value is handed out by lockproxy only where it puts
+// the quorum max-register's value instead: the one integer place of the
+// reply that Counter.At names. Finding that place by matching values (the
+// counter's new value seen in the reply) misses every other way one
+// master's value can still reach the client or a lock: a second copy
+// ({1, token, tostring(token)}), a nested array ({1, {token}}), a string
+// or status built from it ("fence:" .. token), a value computed from it
+// (token + 1), a GET of the counter, a second counter; or the value
+// stored in the lock itself (ioredfour keeps it in a hash field as the
+// lock's token, which then differs from master to master). So each
+// counter is also checked by difference: a yes probe runs again with the
+// counter at another value, and the two runs must make the same commands
+// with the same arguments and answer the same reply but in that one place,
+// which must then hold the new value (review, helper-51 and helper-53).
+
+// Counter.At values for the difference check's refusals.
+const (
+	// CounterDerived: the reply differs elsewhere with the counter's
+	// value (a copy, a string, a nested array, a computed value).
+	CounterDerived = -3
+	// CounterStored: the value goes into another command (stored in a
+	// lock or another key, or compared with something).
+	CounterStored = -4
+)
+
+// counterProbeValue is the counter's value in the second run: far from
+// anything a probe writes.
+const counterProbeValue = "7000000000"
+
+// maxCounterDiffs bounds the second runs per counter.
+const maxCounterDiffs = 4
+
+// counterDiff checks counter key (at its place at, or -1 when its value
+// is not returned) by difference, on up to maxCounterDiffs probes that
+// incremented it; it returns at, or CounterDerived or CounterStored.
+func (a *analysis) counterDiff(obs []*obs, key Arg, at int) int {
+	runs := 0
+	for _, o := range obs {
+		ci, p := -1, -1
+		for i, c := range o.o.r.calls {
+			if (strings.HasPrefix(c.name, "incr") || strings.HasPrefix(c.name, "decr")) && argOf(o.o.r.pos(c.args[1]), a.nkeys) == key {
+				ci, p = i, o.o.r.pos(c.args[1])
+				break
+			}
+		}
+		if ci < 0 || p < 0 || o.o.err != "" || (o.s.auxVal != nil && o.s.aux != p) {
+			continue
+		}
+		if runs++; runs > maxCounterDiffs {
+			break
+		}
+		s := o.s
+		s.aux, s.auxVal, s.auxDes = p, &entry{typ: typeString, str: counterProbeValue}, "the counter at "+counterProbeValue
+		name := a.stateName(s)
+		_, cached := a.cache[name]
+		o2, err := a.probeOnce(s)
+		if !cached {
+			delete(a.cache, name) // not a probe the other checks should see
+		}
+		if err != nil || o2.o.err != "" || len(o2.o.r.calls) != len(o.o.r.calls) {
+			return CounterStored
+		}
+		for i, c := range o.o.r.calls {
+			if strings.Join(c.args, "\x00") != strings.Join(o2.o.r.calls[i].args, "\x00") {
+				return CounterStored
+			}
+		}
+		v2 := o2.o.r.calls[ci].reply
+		if at < 0 {
+			if !o2.o.reply.Equal(o.o.reply) {
+				return CounterDerived
+			}
+			continue
+		}
+		if !sameButAt(o.o.reply, o2.o.reply, at, v2) {
+			return CounterDerived
+		}
+	}
+	return at
+}
+
+// sameButAt reports whether y is x with its at-th element (0: the whole
+// reply) replaced by the counter's value v.
+func sameButAt(x, y Reply, at int, v Reply) bool {
+	if v.Type != IntReply {
+		return false
+	}
+	if at == 0 {
+		return y.Type == IntReply && y.Int == v.Int
+	}
+	if x.Type != ArrayReply || y.Type != ArrayReply || len(x.Elems) != len(y.Elems) || at > len(x.Elems) {
+		return false
+	}
+	for i := range x.Elems {
+		if i == at-1 {
+			if y.Elems[i].Type != IntReply || y.Elems[i].Int != v.Int {
+				return false
+			}
+			continue
+		}
+		if !x.Elems[i].Equal(y.Elems[i]) {
+			return false
+		}
+	}
+	return true
+}
