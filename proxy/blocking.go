@@ -120,6 +120,7 @@ func (b *blocker) pop() {
 		return
 	}
 	b.roundWakes = len(b.wakes)
+	b.lc.f.s.popRounds.Add(1)
 	b.round = b.lc.f.s.cfg.Engine.Pop(b.keys, b.right, evloop.Now())
 	b.lc.f.s.cfg.Engine.Submit(b.w, b.round)
 }
@@ -128,6 +129,7 @@ func (b *blocker) pop() {
 func (b *blocker) roundDone() {
 	r := b.round
 	b.round = nil
+	b.lc.f.s.popRounds.Add(-1)
 	rep, err := r.Result()
 	resp3 := b.lc.c.resp3
 	var out []byte
@@ -309,7 +311,8 @@ func (f *front) repushed(r *quorum.Request, key string) {
 		if n > 0 {
 			f.s.repushes.Add(1)
 			if err := f.s.cfg.Hub.Emit(pubsub.Event{Type: pubsub.EventPush, Key: key}); err != nil {
-				f.s.cfg.Logger.Debug("lockproxy event not published", "key", key, "err", err)
+				f.s.cfg.Logger.Warn("lockproxy put back an element popped for a BLPOP client that hung up, but could not announce it; waiters on the list wake at its next push or their timeout",
+					"key", key, "err", err)
 			}
 			return
 		}

@@ -78,7 +78,10 @@ func TestBLPOPElementPutBackForHungUpClient(t *testing.T) {
 	a, b := twoProxies(t, "")
 	// hangUpDuringRound blocks a client on a, gives the masters one
 	// element, and hangs the client up while a's round for it is held
-	// up by the paused masters (well inside node_timeout).
+	// up by the paused masters (well inside node_timeout). It waits for
+	// the round to be in flight (INFO): a sleep let the hang-up come
+	// first on a busy machine, and then nothing was popped (review,
+	// helper-51: 14 of 45 runs under load).
 	hangUpDuringRound := func() {
 		t.Helper()
 		rc := a.respConn()
@@ -102,7 +105,7 @@ func TestBLPOPElementPutBackForHungUpClient(t *testing.T) {
 		if err := a.hub.Emit(pubsub.Event{Type: pubsub.EventPush, Key: "sig"}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(40 * time.Millisecond)
+		waitInfo(t, a, "blocked_pop_rounds:1\r\n") // a's round is at the paused masters
 		rc.conn.Close()
 		waitBlocked(t, a, 0)
 		for _, m := range a.masters {
@@ -153,8 +156,34 @@ func TestBLPOPElementPutBackForHungUpClient(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no answer")
 	}
+	// Phase 1 put one element back for sure. In phase 2, a's round and
+	// the round of b's waiter (woken by the same announcement once the
+	// masters go on) race for the element: a's repush serves b's waiter
+	// when a's round wins, and b's waiter pops it itself when it does not.
+	// Either way the element reaches the waiter, which is what Redis
+	// would do.
 	info, _ := a.client().Info(context.Background(), "clients").Result()
-	if !strings.Contains(info, "blocked_elements_repushed:2\r\n") {
-		t.Errorf("INFO clients of the proxy whose client hung up: %q, want blocked_elements_repushed:2", info)
+	if !strings.Contains(info, "blocked_elements_repushed:1\r\n") && !strings.Contains(info, "blocked_elements_repushed:2\r\n") {
+		t.Errorf("INFO clients of the proxy whose client hung up: %q, want blocked_elements_repushed 1 or 2", info)
+	}
+}
+
+// waitInfo waits until INFO clients of c contains line.
+func waitInfo(t *testing.T, c *cluster, line string) {
+	t.Helper()
+	cl := c.client()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := cl.Info(context.Background(), "clients").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(info, line) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("INFO clients never had %q: %s", line, info)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -53,9 +53,10 @@ func (s *Server) opsSources() ops.Sources {
 		IdleCloses:      s.idleClosed.Load(),
 		HandshakeCloses: s.handshakeClosed.Load(),
 
-		Blocked:  s.blockedN.Load(),
-		Repushed: s.repushes.Load(),
-		PubSub:   s.pubsubInfo(),
+		Blocked:   s.blockedN.Load(),
+		Repushed:  s.repushes.Load(),
+		PopRounds: s.popRounds.Load(),
+		PubSub:    s.pubsubInfo(),
 	}}
 }
 

@@ -63,6 +63,7 @@ type Server struct {
 	pushClosed                  atomic.Int64 // subscribers closed over the pubsub output limits
 	blockedN                    atomic.Int64 // clients blocked in BLPOP/BRPOP
 	repushes                    atomic.Int64 // elements put back for BLPOP clients that hung up
+	popRounds                   atomic.Int64 // BLPOP pop rounds in flight
 	budget                      *resp.Budget // client_query_buffer_total
 
 	frontState // the clients on the event loop (front.go)

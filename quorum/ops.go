@@ -333,6 +333,8 @@ func (e *Engine) Broadcast(cmd string, channel, payload []byte, t0 int64) *Reque
 // Replies is a decided Broadcast's integer reply of each master, in the
 // masters' order, negative where it gave none.
 func (r *Request) Replies() []int64 {
+	r.mu.Lock() // a master timed out late turns ignored under it
+	defer r.mu.Unlock()
 	out := make([]int64, r.e.n)
 	for i := range out {
 		out[i] = -1

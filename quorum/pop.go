@@ -90,13 +90,17 @@ func samePop(a, b resp.Reply) bool {
 }
 
 // PoppedTTL is the longest PTTL, before the pop, of the list a decided Pop
-// answered an element of, among the masters that popped that element; 0
+// answered an element of, among the masters that popped that element; -1
 // when none had an expiry. For Repush.
 func (r *Request) PoppedTTL() int64 {
-	var ttl int64
+	ttl := int64(-1)
 	if r.e == nil || r.reply.Type != resp.Array || len(r.reply.Elems) != 2 {
-		return 0 // not sent (quorum.Decided), or nothing popped
+		return -1 // not sent (quorum.Decided), or nothing popped
 	}
+	// Masters still answering write their replies under r.mu (review,
+	// helper-51: a data race with a late reply).
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for i := 0; i < r.e.n; i++ {
 		rep := r.replies[i]
 		if r.state[i] == replied && isPopped(rep) && rep.Elems[0].Equal(r.reply.Elems[0]) &&
@@ -110,7 +114,7 @@ func (r *Request) PoppedTTL() int64 {
 // Repush puts back, on every master, an element a Pop took for a client
 // that no longer waits (it hung up or the proxy is shutting down during
 // the round), at the end it was popped from, with the list's PTTL (ttl
-// milliseconds, when positive) if the push creates the list again. On
+// milliseconds; -1: none) if the push creates the list again. On
 // Redis that client would have popped nothing. A master that had not
 // popped it gets one signal more: a hint to retry a lock, which costs a
 // waiter one refused attempt, where a lost signal could cost it its whole

@@ -160,12 +160,13 @@ return false`)
 // repushScript puts back an element popped for a client that no longer
 // waits: ARGV[1] at the end it was popped from (ARGV[2] "l" or "r"). A
 // list it creates again gets back the PTTL it had before the pop
-// (ARGV[3], when positive), so a signal list still expires.
+// (ARGV[3]; -1: none, and 0, its last millisecond, is 1), so a signal
+// list still expires.
 var repushScript = newScript(`local push = "LPUSH"
 if ARGV[2] == "r" then push = "RPUSH" end
 local n = redis.call(push, KEYS[1], ARGV[1])
 local t = tonumber(ARGV[3])
-if n == 1 and t and t > 0 then redis.call("PEXPIRE", KEYS[1], t) end
+if n == 1 and t and t >= 0 then redis.call("PEXPIRE", KEYS[1], math.max(t, 1)) end
 return n`)
 
 // InternalScripts are loaded on every master connection.

@@ -48,7 +48,9 @@ type Front struct {
 	// Repushed counts elements popped for BLPOP clients that hung up
 	// during the round and put back on the masters (no waiter here).
 	Repushed int64
-	PubSub   *PubSub // the pub/sub hub's figures; nil: pub/sub is off
+	// PopRounds counts BLPOP pop rounds in flight (one EVALSHA per master each).
+	PopRounds int64
+	PubSub    *PubSub // the pub/sub hub's figures; nil: pub/sub is off
 }
 
 // PubSub is what INFO's pubsub section shows.
@@ -123,6 +125,7 @@ func infoClients(b *strings.Builder, src *Sources) {
 	field(b, "maxclients", f.MaxClients)
 	field(b, "blocked_clients", f.Blocked)
 	field(b, "blocked_elements_repushed", f.Repushed)
+	field(b, "blocked_pop_rounds", f.PopRounds)
 	field(b, "requirepass", map[bool]string{false: "no", true: "yes"}[f.RequirePass])
 	field(b, "client_input_bytes", f.InputBytes)
 	field(b, "client_query_buffer_total", f.InputLimit)
