@@ -295,6 +295,7 @@ func (a *analysis) rerun(sem *Semantics, f, fGot *finding, j judged, s probeStat
 	for _, e := range got {
 		replayed = replayed && e == effNone
 	}
+	a.countersWith(sem, o)
 	if declined || replayed {
 		return o, true, nil
 	}

@@ -63,6 +63,7 @@ func (a *analysis) analyze() (*Semantics, error) {
 	// values; the alternatives, tried once, may add to its TTLs or refuse.
 	alt := *second.sem
 	alt.OtherTTLs = append([]TTL(nil), second.sem.OtherTTLs...)
+	alt.Counters = append([]Counter(nil), second.sem.Counters...)
 	if alt.TTL != nil {
 		t := *alt.TTL
 		alt.TTL = &t
@@ -87,6 +88,7 @@ func (a *analysis) analyze() (*Semantics, error) {
 			sem.OtherTTLs = addTTL(sem.OtherTTLs, t)
 		}
 	}
+	sem.Counters = refusedCounters(sem.Counters, alt.Counters)
 	sem.Probes = a.runs
 	return sem, nil
 }

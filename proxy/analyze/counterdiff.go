@@ -31,14 +31,11 @@ const (
 // anything a probe writes.
 const counterProbeValue = "7000000000"
 
-// maxCounterDiffs bounds the second runs per counter.
-const maxCounterDiffs = 4
-
 // counterDiff checks counter key (at its place at, or -1 when its value
-// is not returned) by difference, on up to maxCounterDiffs probes that
-// incremented it; it returns at, or CounterDerived or CounterStored.
+// is not returned) by difference, on every probe that incremented it (a
+// branch taken only for some argument's value must be checked too); it
+// returns at, or CounterDerived or CounterStored.
 func (a *analysis) counterDiff(obs []*obs, key Arg, at int) int {
-	runs := 0
 	for _, o := range obs {
 		ci, p := -1, -1
 		for i, c := range o.o.r.calls {
@@ -49,9 +46,6 @@ func (a *analysis) counterDiff(obs []*obs, key Arg, at int) int {
 		}
 		if ci < 0 || p < 0 || o.o.err != "" || (o.s.auxVal != nil && o.s.aux != p) {
 			continue
-		}
-		if runs++; runs > maxCounterDiffs {
-			break
 		}
 		s := o.s
 		s.aux, s.auxVal, s.auxDes = p, &entry{typ: typeString, str: counterProbeValue}, "the counter at "+counterProbeValue
@@ -107,4 +101,46 @@ func sameButAt(x, y Reply, at int, v Reply) bool {
 		}
 	}
 	return true
+}
+
+// countersWith checks the counters of sem again on o, a rerun with an
+// alternative value (alternatives.go): a branch taken only for one
+// argument's value ({1, token, token} when ARGV[3] is "x") must keep the
+// counter in its place too (review, helper-54). A failed check marks the
+// counter for the catalog's refusal.
+func (a *analysis) countersWith(sem *Semantics, o *obs) {
+	for i := range sem.Counters {
+		c := &sem.Counters[i]
+		at := -1
+		if c.Returned {
+			if c.At < 0 {
+				continue // refused already
+			}
+			at = c.At
+		}
+		if d := a.counterDiff([]*obs{o}, c.Key, at); d < -1 {
+			c.Returned, c.At = true, d
+		}
+	}
+}
+
+// refusedCounters carries the refusals the alternatives found (alt) over
+// to the counters of the combined semantics.
+func refusedCounters(cs, alt []Counter) []Counter {
+	out := append([]Counter(nil), cs...)
+	for _, c := range alt {
+		if c.At >= CounterMoves {
+			continue
+		}
+		found := false
+		for i := range out {
+			if out[i].Key == c.Key {
+				out[i].Returned, out[i].At, found = true, c.At, true
+			}
+		}
+		if !found {
+			out = append(out, c)
+		}
+	}
+	return out
 }
