@@ -76,8 +76,8 @@ func TestCounterOutsideItsPlace(t *testing.T) {
 		"return {1, redis.status_reply(tostring(token))} end return nil",
 		"return {1, token + 1} end return nil", // derived
 		"return {1, token, redis.call('get', KEYS[2])} end return nil",
-		"local t2 = redis.call('incr', KEYS[3]); return {1, token, t2} end return nil", // a second counter
-		"if token > 5 then return {1, token} end return {2, token} end return nil",     // compared
+		"local t2 = redis.call('incr', KEYS[3]); return {1, token, t2} end return nil",         // a second counter
+		"if token > 5 then return {1, token} end return {2, token} end return nil",             // compared
 		"if ARGV[3] == 'x' then return {1, token, token} end return {1, token} end return nil", // a copy for one argument's value (review, helper-54)
 		"if redis.call('exists', KEYS[3]) == 1 then return {1, token, token} end return {1, token} end return nil",
 		"local t = redis.call('decr', KEYS[2]); return {1, t} end return nil", // goes down
