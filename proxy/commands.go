@@ -103,6 +103,9 @@ func (s *Server) command(c *client, args [][]byte) {
 		return // queued, or refused inside MULTI
 	}
 	if (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity) {
+		if c.tx != nil && c.tx.multi {
+			c.tx.dirty = true // as Redis flags the transaction (review, helper-54)
+		}
 		c.errorf("ERR wrong number of arguments for '%s' command", string(name)) // a copy: name is on the stack
 		return
 	}

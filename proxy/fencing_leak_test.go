@@ -122,3 +122,81 @@ func hasAbove(v []interface{}, min int64) bool {
 	walk(v)
 	return ok
 }
+
+// TestFencingTokenCopyForOneArgument: a script that hands out its own
+// INCR a second time only when an argument says so ({1, token, token}
+// when ARGV[3] == "x", or when KEYS[3] exists) passed the difference
+// check, which reran only the probes the analysis made, and the client got
+// one master's counter next to the quorum's (review, helper-54). Refused
+// now; were one accepted, both places must carry the quorum's token.
+func TestFencingTokenCopyForOneArgument(t *testing.T) {
+	const acquire = "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local token = redis.call('incr', KEYS[2]); "
+	for i, v := range []struct{ name, tail string }{
+		{"argument", "if ARGV[3] == 'x' then return {1, token, token} end return {1, token} end return nil"},
+		{"exists", "if redis.call('exists', KEYS[3]) == 1 then return {1, token, token} end return {1, token} end return nil"},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := startCluster(t, 3)
+			cl := c.client()
+			s := redis.NewScript(acquire + v.tail)
+			ctr, flag := fmt.Sprintf("fence:%d", i), fmt.Sprintf("flag:%d", i)
+			c.masters[0].Do("SET", ctr, "100")
+			c.masters[1].Do("SET", ctr, "100")
+			c.masters[2].Do("SET", ctr, "5")
+			for _, m := range c.masters {
+				m.Do("SET", flag, "1")
+			}
+			// Two masters fell behind (a master restarted from an old
+			// snapshot, say): the quorum's max-register still holds 100
+			// on master 0 and answers 102 in place 2; place 3 is the
+			// common reply's own INCR.
+			for j := 0; j < 1; j++ {
+				c.masters[0].Do("SET", ctr, "100")
+				c.masters[1].Do("SET", ctr, "5")
+				c.masters[2].Do("SET", ctr, "5")
+				rep, err := s.Run(ctx, cl, []string{fmt.Sprintf("lock:%d:%d", i, j), ctr, flag}, "tok", 30000, "x").Slice()
+				if err != nil && strings.Contains(err.Error(), "lockproxy does not run it") {
+					return // refused, saying why
+				}
+				if err != nil {
+					t.Fatalf("acquire: %v %v", rep, err)
+				}
+				t.Logf("reply %v", rep)
+				if n := nums(rep); len(n) > 1 && n[0] != n[1] {
+					t.Fatalf("reply %v: the second token is one master's own INCR (the quorum's is %d)", rep, n[0])
+				}
+			}
+		})
+	}
+}
+
+// TestFencingCounterThatGoesDown: an acquire script whose "fencing
+// counter" is DECR was accepted as a fenced acquisition; each grant
+// lowered every master's value by one, and the max-register's +1 brought
+// it back, so two grants one after the other got the same token (review,
+// helper-54). Refused now; were it accepted, tokens must grow.
+func TestFencingCounterThatGoesDown(t *testing.T) {
+	ctx := context.Background()
+	c := startCluster(t, 3)
+	cl := c.client()
+	s := redis.NewScript("if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local token = redis.call('decr', KEYS[2]); return {1, token} end return nil")
+	for _, m := range c.masters {
+		m.Do("SET", "fence:d", "100")
+	}
+	var prev int64
+	for i := 0; i < 3; i++ {
+		rep, err := s.Run(ctx, cl, []string{fmt.Sprintf("lock:d%d", i), "fence:d"}, "tok", 30000).Int64Slice()
+		if err != nil && strings.Contains(err.Error(), "lockproxy does not run it") {
+			return // refused, saying why
+		}
+		if err != nil {
+			t.Fatalf("acquire %d: %v %v", i, rep, err)
+		}
+		t.Logf("grant %d: %v (masters: %v)", i, rep, c.onMasters("fence:d"))
+		if i > 0 && rep[1] <= prev {
+			t.Fatalf("grant %d got token %d after grant %d got %d: fencing tokens must grow", i, rep[1], i-1, prev)
+		}
+		prev = rep[1]
+	}
+}

@@ -201,3 +201,23 @@ type grantedErr struct{}
 func (grantedErr) Error() string { return "granted" }
 
 var errGranted error = grantedErr{}
+
+// TestPexpireEqualHashesInAnotherOrder: masters holding one and the same
+// hash, its fields written in another order on each (two clients' HSETs
+// crossing), are copies of one value: PEXPIRE extends it. A digest of DUMP
+// differed with the order, and PEXPIRE answered 0 (review, helper-54).
+func TestPexpireEqualHashesInAnotherOrder(t *testing.T) {
+	c := startCluster(t, 3)
+	orders := [][]string{{"a", "1", "b", "2"}, {"b", "2", "a", "1"}, {"a", "1", "b", "2"}}
+	for i, m := range c.masters {
+		if _, err := m.Do(append([]string{"HSET", "h"}, orders[i]...)...); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Do("PEXPIRE", "h", "10000"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := c.client().PExpire(context.Background(), "h", 30*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("PEXPIRE of one hash on every master = %v, %v; want 1", ok, err)
+	}
+}

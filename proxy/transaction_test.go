@@ -217,6 +217,11 @@ func TestTransactionErrorsAsRedis(t *testing.T) {
 	p.do("NOSUCHCOMMAND") // lockproxy's text says what it serves
 	r.do("NOSUCHCOMMAND")
 	same("EXEC") // EXECABORT on both
+	// An arity error inside MULTI aborts it too (review, helper-54).
+	same("WATCH", "k")
+	same("MULTI")
+	same("MULTI", "x")
+	same("EXEC")
 
 	// DEL of a key not watched, two commands, and a key not read.
 	p.do("WATCH", "other")

@@ -92,7 +92,9 @@ return r`)
 	// already, else 0: every lock lockproxy writes has one, and a key
 	// without one is a counter, which must not get one (it would start over
 	// once expired, and a fencing token would go back). A yes carries a
-	// digest of the value it extended ({1, sha1 of DUMP}): a PEXPIRE has no
+	// digest of the value it extended ({1, sha1}: of a string's value, of a
+	// hash's fields in sorted order, as equal hashes written in another
+	// order on each master serialize differently, else of DUMP): a PEXPIRE has no
 	// token, and a quorum of extended copies counts only when they are
 	// copies of one value (YesSameValue). Counting every copy let another
 	// client's leftover or failed attempt on one master make up A's
@@ -100,7 +102,19 @@ return r`)
 	// minority and a third client was granted it (review, helper-52).
 	extendScript = newScript(`if redis.call("PTTL", KEYS[1]) < 0 then return 0 end
 redis.call("PEXPIRE", KEYS[1], ARGV[1])
-return {1, redis.sha1hex(redis.call("DUMP", KEYS[1]))}`)
+local t = redis.call("TYPE", KEYS[1]).ok
+local d
+if t == "string" then
+  d = redis.call("GET", KEYS[1])
+elseif t == "hash" then
+  local h, p = redis.call("HGETALL", KEYS[1]), {}
+  for i = 1, #h, 2 do p[#p + 1] = #h[i] .. ":" .. h[i] .. "=" .. #h[i + 1] .. ":" .. h[i + 1] end
+  table.sort(p)
+  d = table.concat(p, ",")
+else
+  d = redis.call("DUMP", KEYS[1])
+end
+return {1, redis.sha1hex(t .. ":" .. d)}`)
 	// counterReadScript reads KEYS[1] as GET and counters need it: {value,
 	// pttl}, {nil, -2} when missing, Redis's WRONGTYPE error for a key that
 	// is not a string (GET itself would raise it inside the script, which

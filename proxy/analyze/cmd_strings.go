@@ -226,6 +226,10 @@ func (r *run) incr(args []string) Reply {
 			return notInteger
 		}
 	}
+	if off, ok := r.bump[args[1]]; ok {
+		cur += off // the counter as if it stood higher (counterdiff.go)
+		delete(r.bump, args[1])
+	}
 	if (by > 0 && cur > math.MaxInt64-by) || (by < 0 && cur < math.MinInt64-by) {
 		return overflowIncr
 	}

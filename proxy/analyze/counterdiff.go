@@ -25,36 +25,39 @@ const (
 	// CounterStored: the value goes into another command (stored in a
 	// lock or another key, or compared with something).
 	CounterStored = -4
+	// CounterDown: the script lowers it (DECR, a negative INCRBY): each
+	// grant takes every master's value down by what lockproxy's
+	// max-register then adds, and two grants in a row get one token.
+	CounterDown = -5
 )
 
-// counterProbeValue is the counter's value in the second run: far from
-// anything a probe writes.
-const counterProbeValue = "7000000000"
+// counterBump is how much higher the counter stands in the second run:
+// far from anything a probe writes.
+const counterBump = 7000000000
 
 // counterDiff checks counter key (at its place at, or -1 when its value
 // is not returned) by difference, on every probe that incremented it (a
-// branch taken only for some argument's value must be checked too); it
-// returns at, or CounterDerived or CounterStored.
+// branch taken only for some argument's value must be checked too): the
+// probe runs again, uncached, with the counter standing counterBump
+// higher when the script increments it. It returns at, or CounterDerived
+// or CounterStored.
 func (a *analysis) counterDiff(obs []*obs, key Arg, at int) int {
 	for _, o := range obs {
-		ci, p := -1, -1
+		ci := -1
 		for i, c := range o.o.r.calls {
 			if (strings.HasPrefix(c.name, "incr") || strings.HasPrefix(c.name, "decr")) && argOf(o.o.r.pos(c.args[1]), a.nkeys) == key {
-				ci, p = i, o.o.r.pos(c.args[1])
+				ci = i
 				break
 			}
 		}
-		if ci < 0 || p < 0 || o.o.err != "" || (o.s.auxVal != nil && o.s.aux != p) {
+		if ci < 0 || o.o.err != "" {
 			continue
 		}
-		s := o.s
-		s.aux, s.auxVal, s.auxDes = p, &entry{typ: typeString, str: counterProbeValue}, "the counter at "+counterProbeValue
-		name := a.stateName(s)
-		_, cached := a.cache[name]
-		o2, err := a.probeOnce(s)
-		if !cached {
-			delete(a.cache, name) // not a probe the other checks should see
+		if goesDown(o.o.r.calls[ci]) && at >= 0 {
+			return CounterDown
 		}
+		name := o.o.r.calls[ci].args[1]
+		o2, err := a.runProbe(o.name+" (counter higher)", o.s, []int64{clockA, clockB}, map[string]int64{name: counterBump})
 		if err != nil || o2.o.err != "" || len(o2.o.r.calls) != len(o.o.r.calls) {
 			return CounterStored
 		}
@@ -143,4 +146,16 @@ func refusedCounters(cs, alt []Counter) []Counter {
 		}
 	}
 	return out
+}
+
+// goesDown reports whether an INCR-family call lowers its counter.
+func goesDown(c call) bool {
+	if strings.HasPrefix(c.name, "decr") {
+		return true
+	}
+	if len(c.args) < 3 {
+		return false
+	}
+	by, ok := parseInt(c.args[2])
+	return !ok || by < 0
 }

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 )
@@ -236,9 +237,25 @@ func (a *analysis) probeClocks(s probeState, clocks []int64) (*obs, error) {
 	if o := a.cache[name]; o != nil {
 		return o, nil
 	}
+	ob, err := a.runProbe(name, s, clocks, nil)
+	if err != nil {
+		return nil, err
+	}
+	a.cache[name] = ob
+	return ob, nil
+}
+
+// runProbe runs state s once per clock, uncached; bump, when set, adds to
+// the value each named counter holds before the script increments it
+// (counterdiff.go).
+func (a *analysis) runProbe(name string, s probeState, clocks []int64, bump map[string]int64) (*obs, error) {
 	outs := make([]outcome, len(clocks))
 	for i, clock := range clocks {
-		r := &run{probe: name, db: a.db(s, clock/1000), nowUS: clock, vals: a.vals, nkeys: a.nkeys, b: a.b, dbArg: -1}
+		var once map[string]int64 // each run bumps each counter once
+		if bump != nil {
+			once = maps.Clone(bump)
+		}
+		r := &run{probe: name, db: a.db(s, clock/1000), nowUS: clock, vals: a.vals, nkeys: a.nkeys, b: a.b, dbArg: -1, bump: once}
 		o, ref := a.v.exec(r)
 		a.runs++
 		if ref != nil {
@@ -265,7 +282,6 @@ func (a *analysis) probeClocks(s probeState, clocks []int64) (*obs, error) {
 		ref.Probe = name
 		return nil, ref
 	}
-	a.cache[name] = ob
 	return ob, nil
 }
 

@@ -23,6 +23,7 @@ type run struct {
 	cmdArgs   map[int]bool    // indexes in vals used as a command name
 	clockRead bool            // TIME was called
 	decoded   map[string]bool // keys whose value the script passed to cjson.decode
+	bump      map[string]int64 // counters seen higher by this much (counterdiff.go)
 }
 
 // call is one command the script ran, with its reply.

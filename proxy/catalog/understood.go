@@ -268,6 +268,8 @@ func (s *Script) counter(sem *analyze.Semantics) error {
 			return fmt.Errorf("it returns the new value of the counter %s in different places of its reply; lockproxy hands out a fencing token only where it can put the quorum's", c.Key)
 		case analyze.CounterDerived:
 			return fmt.Errorf("its reply carries the counter %s's value, or a value made from it, outside the one integer place where lockproxy can put the quorum's (one master's would reach the client)", c.Key)
+		case analyze.CounterDown:
+			return fmt.Errorf("it hands out the counter %s after lowering it (DECR, a negative INCRBY): fencing tokens must grow from grant to grant", c.Key)
 		case analyze.CounterStored:
 			return fmt.Errorf("it passes the counter %s's value to another command (it stores it, in the lock or elsewhere, or compares it): each master would keep its own value, which lockproxy cannot make the quorum's", c.Key)
 		}
