@@ -17,12 +17,12 @@ type run struct {
 	b     *budget
 
 	calls     []call
-	keysMiss  int             // highest KEYS index read beyond #KEYS, 0 if none
-	argvMiss  int             // same for ARGV
-	dbArg     int             // index in vals whose value SELECT used, -1 if none
-	cmdArgs   map[int]bool    // indexes in vals used as a command name
-	clockRead bool            // TIME was called
-	decoded   map[string]bool // keys whose value the script passed to cjson.decode
+	keysMiss  int              // highest KEYS index read beyond #KEYS, 0 if none
+	argvMiss  int              // same for ARGV
+	dbArg     int              // index in vals whose value SELECT used, -1 if none
+	cmdArgs   map[int]bool     // indexes in vals used as a command name
+	clockRead bool             // TIME was called
+	decoded   map[string]bool  // keys whose value the script passed to cjson.decode
 	bump      map[string]int64 // counters seen higher by this much (counterdiff.go)
 }
 
