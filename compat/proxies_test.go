@@ -54,12 +54,7 @@ func startProxyAt(addrs []string, pc proxy.Config, custom []catalog.ScriptConfig
 	if err != nil {
 		return "", nil, err
 	}
-	var bodies []string
-	for _, s := range cat.Scripts() {
-		if s.Body != "" {
-			bodies = append(bodies, s.Body)
-		}
-	}
+	bodies := cat.MasterScripts()
 	// node_timeout 250ms, not the default 50ms: the suite runs under -race
 	// beside the other packages' tests, node, python and redis-benchmark
 	// on 2 cores, where a writer goroutine can wait past 50ms to be

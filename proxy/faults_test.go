@@ -298,7 +298,10 @@ func TestFaultMajorityPausedNoQuorumThenResume(t *testing.T) {
 		}
 		wg.Wait()
 		t.Logf("32 clients on one key with 3 of 5 paused: slowest NOQUORUM in %v", time.Duration(hotWorst.Load()))
-		if d := time.Duration(hotWorst.Load()); d > 3*nodeTimeout+250*time.Millisecond {
+		// Waiting in turn would take 32 node_timeouts (1.6s); the bound
+		// leaves room for a loaded CI machine (452ms seen there, with
+		// other suites running), well short of that.
+		if d := time.Duration(hotWorst.Load()); d > 8*nodeTimeout+500*time.Millisecond {
 			t.Fatalf("hot key: slowest NOQUORUM after %v: queued clients waited node_timeout in turn", d)
 		}
 		for _, m := range c.masters[:3] {

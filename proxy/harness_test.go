@@ -88,10 +88,7 @@ func startFront(t testing.TB, masters []*redisproc.Server, useTLS bool, opts ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bodies []string
-	for _, s := range cat.Scripts() {
-		bodies = append(bodies, s.Body)
-	}
+	bodies := cat.MasterScripts()
 	// 250ms, not the 50ms default: the suite runs under -race on a loaded
 	// 2-core CI machine, and these tests check outcomes, not speed (tests
 	// of timing set their own node_timeout).

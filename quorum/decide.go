@@ -134,6 +134,7 @@ func (r *Request) success() {
 	}
 	r.won = true
 	r.reply = r.commonYes()
+	r.sendShorten() // before the key passes on: it reaches every master first
 	if r.combine == CombineQthTTL {
 		r.reply = resp.Reply{Type: resp.Integer, Int: r.qthTTL(func(rep resp.Reply) (int64, bool) {
 			return rep.Int, r.rule.IsYes(&rep, r.nkeys)

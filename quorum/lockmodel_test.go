@@ -36,6 +36,8 @@ func (m *lockMaster) step() bool {
 			m.val, m.ext = "", false
 		}
 		return true // fire and forget
+	case bytes.Contains(op.Cmd, []byte(shortenScript.SHA1)):
+		return true // a granted extend's TTL: the model keeps no TTLs
 	case bytes.Contains(op.Cmd, []byte(extendScript.SHA1)):
 		rep = resp.Reply{Type: resp.Integer}
 		if m.val != "" {

@@ -158,7 +158,7 @@ func (e *Engine) Extend(key []byte, ttl time.Duration, t0 int64) *Request {
 	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
 	return &Request{kind: Extend, agg: AggVote, rule: &YesSameValue, Key: string(key), nkeys: 1,
 		cmd: AppendEvalSHA(nil, extendScript.SHA1, [][]byte{key}, [][]byte{ms}),
-		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0}
+		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0, shorten: shortenDigest}
 }
 
 // ExtendHeld sets key's TTL to ttl on every master where it holds token
@@ -170,9 +170,16 @@ func (e *Engine) ExtendHeld(key, token []byte, ttl time.Duration, t0 int64) *Req
 	maxTTL := strconv.AppendInt(nil, e.cfg.MaxTTL.Milliseconds(), 10)
 	r := &Request{kind: Extend, agg: AggVote, rule: &YesOne, Key: string(key), nkeys: 1,
 		cmd: AppendEvalSHA(nil, CappedExtendScript.SHA1, [][]byte{key}, [][]byte{token, ms, []byte("1"), maxTTL}),
-		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0}
+		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0, shorten: shortenToken}
 	r.token = argIn(r.cmd, 4) // EVALSHA sha 1 key token…: owned by the request, as a script's
 	return r
+}
+
+// TTLAdds reports whether op, run with argv, adds its TTL to the key's
+// remaining one (redis-py's extend with replace_ttl false, run as
+// CappedExtendScript: its ARGV[3] is "0"): no single TTL to set afterwards.
+func (op *ScriptOp) TTLAdds(argv [][]byte) bool {
+	return op.RunAs != "" && (len(argv) < 3 || string(argv[2]) != "1")
 }
 
 // Script runs op with keys and argv on every master. ttl is the lock's TTL
@@ -240,6 +247,9 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 	switch {
 	case !op.Token.IsZero():
 		r.token = at(op.Token)
+		if (op.Kind == Extend || op.Kind == AcquireOrExtend) && r.Key != "" && !op.TTLAdds(argv) {
+			r.shorten = shortenToken // its masters run it wrapped (WrapNoShorten)
+		}
 	case op.TokenConst != "":
 		r.token = []byte(op.TokenConst)
 	}

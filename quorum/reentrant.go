@@ -80,6 +80,60 @@ func WrapZeroPTTL(body string, key Arg) (string, error) {
 return lockproxy_reply`, key.lua()))
 }
 
+// WrapNoShorten returns the script the masters run for an extend's body
+// (an extend, or an acquire-or-extend): the client's body between a read
+// of each lock key's PTTL and a check that puts back any PTTL the body
+// lowered. An extend must never shorten a lock on a master: one that
+// fails (NOQUORUM, no validity left), or that a master applies late, is
+// no release, and its holder keeps its earlier validity; with the shorter
+// TTL written on the masters anyway, another client was granted the lock
+// meanwhile (review, helper-55). A granted shorter extend gives its
+// holder the shorter validity, which the key then outlives: safe. keys
+// are the lock's keys; each, with eachKey, every KEYS.
+func WrapNoShorten(body string, keys []Arg, each bool) (string, error) {
+	list := "KEYS"
+	if !each {
+		if len(keys) == 0 {
+			return "", fmt.Errorf("an extend with no lock key")
+		}
+		var b strings.Builder
+		b.WriteString("{")
+		for i, k := range keys {
+			if k.Index < 1 {
+				return "", fmt.Errorf("an extend whose lock key is not an argument")
+			}
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(k.lua())
+		}
+		b.WriteString("}")
+		list = b.String()
+	}
+	shebang := ""
+	if strings.HasPrefix(body, "#!") {
+		nl := strings.IndexByte(body, '\n')
+		if nl < 0 {
+			return "", fmt.Errorf("a script that is only a shebang line")
+		}
+		shebang, body = body[:nl+1], body[nl+1:]
+	}
+	return shebang + "local lockproxy_keys = " + list + `
+local lockproxy_before = {}
+for i = 1, #lockproxy_keys do lockproxy_before[i] = redis.call('PTTL', lockproxy_keys[i]) end
+local lockproxy_reply = (function()
+` + body + `
+end)()
+for i = 1, #lockproxy_keys do
+  local b = lockproxy_before[i]
+  if b > 0 then
+    local n = redis.call('PTTL', lockproxy_keys[i])
+    if n >= 0 and n < b then redis.call('PEXPIRE', lockproxy_keys[i], b) end
+  end
+end
+return lockproxy_reply`, nil
+}
+
 // wrap runs body as a function whose reply is lockproxy_reply, then tail.
 // A shebang line stays first.
 func wrap(body, tail string) (string, error) {

@@ -120,10 +120,13 @@ type Request struct {
 	// nilIsNoop marks commands whose nil reply proves the master changed
 	// nothing (SET NX): no undo is sent to masters that answered nil.
 	nilIsNoop bool
-	TTL       time.Duration // validity accounting for Acquire/Extend; 0: none
-	noReply   resp.Reply    // the reply when the vote is lost and no master said otherwise
-	pttlAt    int           // where no replies carry the holder's PTTL: 0 nowhere, 1 the reply, i+1 the array's i-th element
-	t0        int64         // batching.Now() when the command was parsed
+	// shorten: a granted extend sets its TTL on the masters afterwards
+	// (shorten.go); the extend itself never lowers one.
+	shorten byte
+	TTL     time.Duration // validity accounting for Acquire/Extend; 0: none
+	noReply resp.Reply    // the reply when the vote is lost and no master said otherwise
+	pttlAt  int           // where no replies carry the holder's PTTL: 0 nowhere, 1 the reply, i+1 the array's i-th element
+	t0      int64         // batching.Now() when the command was parsed
 
 	// Outcome, valid once decided (Outcome, Result).
 	reply     resp.Reply

@@ -38,7 +38,9 @@ return r`)
 	// repeated, it would grow a key past max_ttl, which the restart
 	// quarantine relies on no key outliving. The proxy runs this in its
 	// place; the cap never cuts below ARGV[2] (itself at most max_ttl), the
-	// figure validity is accounted with.
+	// figure validity is accounted with. It never lowers the key's TTL: a
+	// renewal that fails, or lands late, must not end a lock its holder
+	// still holds (WrapNoShorten says why).
 	CappedExtendScript = newScript(`local token = redis.call("GET", KEYS[1])
 if not token or token ~= ARGV[1] then return 0 end
 local expiration = redis.call("PTTL", KEYS[1])
@@ -47,7 +49,7 @@ if expiration < 0 then return 0 end
 local newttl = tonumber(ARGV[2])
 if ARGV[3] == "0" then newttl = newttl + expiration end
 if newttl > tonumber(ARGV[4]) then newttl = tonumber(ARGV[4]) end
-redis.call("PEXPIRE", KEYS[1], newttl)
+if newttl > expiration then redis.call("PEXPIRE", KEYS[1], newttl) end
 return 1`)
 	// hashUndoScript takes back a re-entrant hash lock's acquisition: 1
 	// from the token's count in each KEY, deleting the field at 0 and the
@@ -91,7 +93,8 @@ return r`)
 	// extendScript is PEXPIRE KEYS[1] ARGV[1] of a key that has an expiry
 	// already, else 0: every lock lockproxy writes has one, and a key
 	// without one is a counter, which must not get one (it would start over
-	// once expired, and a fencing token would go back). A yes carries a
+	// once expired, and a fencing token would go back). It never lowers
+	// the TTL (WrapNoShorten says why). A yes carries a
 	// digest of the value it extended ({1, sha1}: of a string's value, of a
 	// hash's fields in sorted order, as equal hashes written in another
 	// order on each master serialize differently, else of DUMP): a PEXPIRE has no
@@ -100,8 +103,9 @@ return r`)
 	// client's leftover or failed attempt on one master make up A's
 	// quorum; once that copy was gone, A's extended lock stood on a
 	// minority and a third client was granted it (review, helper-52).
-	extendScript = newScript(`if redis.call("PTTL", KEYS[1]) < 0 then return 0 end
-redis.call("PEXPIRE", KEYS[1], ARGV[1])
+	extendScript = newScript(`local before = redis.call("PTTL", KEYS[1])
+if before < 0 then return 0 end
+if tonumber(ARGV[1]) > before then redis.call("PEXPIRE", KEYS[1], ARGV[1]) end
 local t = redis.call("TYPE", KEYS[1]).ok
 local d
 if t == "string" then
@@ -183,10 +187,38 @@ local t = tonumber(ARGV[3])
 if n == 1 and t and t >= 0 then redis.call("PEXPIRE", KEYS[1], math.max(t, 1)) end
 return n`)
 
+// shortenScript lowers a lock's TTL to ARGV[1] ms once its extend was
+// granted (Request.shorten): the extend itself never lowers a TTL on a
+// master, so that one that fails, or lands late, does not end a lock its
+// holder still holds (WrapNoShorten). Only the holder's copy is touched:
+// ARGV[2] "t" compares ARGV[3] with a string lock's value, a hash lock's
+// field or a sorted-set lock's member, "d" with the digest of the
+// tokenless extend (extendScript).
+var shortenScript = newScript(`local t = redis.call("TYPE", KEYS[1]).ok
+local mine = false
+if ARGV[2] == "t" then
+  if t == "string" then mine = redis.call("GET", KEYS[1]) == ARGV[3]
+  elseif t == "hash" then mine = redis.call("HEXISTS", KEYS[1], ARGV[3]) == 1
+  elseif t == "zset" then mine = redis.call("ZSCORE", KEYS[1], ARGV[3]) ~= false end
+elseif t == "string" or t == "hash" then
+  local d
+  if t == "string" then
+    d = redis.call("GET", KEYS[1])
+  else
+    local h, p = redis.call("HGETALL", KEYS[1]), {}
+    for i = 1, #h, 2 do p[#p + 1] = #h[i] .. ":" .. h[i] .. "=" .. #h[i + 1] .. ":" .. h[i + 1] end
+    table.sort(p)
+    d = table.concat(p, ",")
+  end
+  mine = redis.sha1hex(t .. ":" .. d) == ARGV[3]
+end
+if mine and redis.call("PTTL", KEYS[1]) > tonumber(ARGV[1]) then redis.call("PEXPIRE", KEYS[1], ARGV[1]) end
+return 1`)
+
 // InternalScripts are loaded on every master connection.
 func InternalScripts() []Script {
 	return []Script{undoScript, hashUndoScript, zremUndoScript, jsonUndoScript, getTTLScript, existsScript, delScript, CappedExtendScript,
-		counterReadScript, counterWriteScript, extendScript, popScript, repushScript, raiseScript, hashGetScript, hashExistsScript}
+		counterReadScript, counterWriteScript, extendScript, shortenScript, popScript, repushScript, raiseScript, hashGetScript, hashExistsScript}
 }
 
 // AppendEvalSHA appends EVALSHA sha numkeys keys... args... to dst.

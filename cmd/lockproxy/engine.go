@@ -14,12 +14,7 @@ import (
 // their credentials and dialer (counted by the metrics), the catalog's
 // scripts to load on every master connection, and the metrics' hooks.
 func engineConfig(cfg *fileConfig, loop *evloop.Loop, scripts *catalog.Catalog, dial proxy.DialFunc, pm *ops.Metrics, logger *slog.Logger) quorum.Config {
-	var bodies []string
-	for _, sc := range scripts.Scripts() {
-		if sc.Body != "" {
-			bodies = append(bodies, sc.Body)
-		}
-	}
+	bodies := scripts.MasterScripts()
 	q := cfg.Quorum
 	qcfg := quorum.Config{
 		Masters:        q.Masters,

@@ -149,8 +149,39 @@ func (s *Script) finish() *Script {
 	if s.masterSHA != "" {
 		op.Body, op.SHA1 = s.masterBody, s.masterSHA
 	}
+	if (s.Kind == quorum.Extend || s.Kind == quorum.AcquireOrExtend) && op.Body != "" && op.RunAs == "" {
+		// An extend never shortens a lock on a master (WrapNoShorten).
+		keys := make([]quorum.Arg, 0, len(s.LockKeys))
+		if s.KeyArg > 0 {
+			keys = append(keys, quorum.Arg{Index: s.KeyArg})
+		}
+		for _, k := range s.LockKeys {
+			keys = append(keys, quorum.Arg{Keys: true, Index: k})
+		}
+		if body, err := quorum.WrapNoShorten(op.Body, keys, op.EachKey); err == nil {
+			op.Body, op.SHA1 = body, quorum.ScriptSHA1(body)
+		}
+	}
 	s.op = op
 	return s
+}
+
+// MasterScripts returns the bodies every master connection loads: what
+// the masters run for each catalogued script with a body (its own, or the
+// wrapper lockproxy runs in its place: WrapNoShorten).
+func (c *Catalog) MasterScripts() []string {
+	var out []string
+	for _, s := range c.scripts {
+		if s.Body == "" {
+			continue
+		}
+		if s.op != nil && s.op.Body != "" && s.op.RunAs == "" {
+			out = append(out, s.op.Body)
+			continue
+		}
+		out = append(out, s.Body)
+	}
+	return out
 }
 
 // Catalog recognizes lock scripts: the built-in ones of common lock

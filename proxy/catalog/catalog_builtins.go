@@ -55,11 +55,11 @@ var builtins = []builtin{
 	// restart quarantine assumes no key outlives: the masters run
 	// quorum.CappedExtendScript instead, the same script with the new TTL
 	// capped at max_ttl.
-	{"redis-py_extend", Script{Name: "redis-py extend", Kind: quorum.Extend, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero, RunAs: quorum.CappedExtendScript.SHA1}},
+	{"redis-py_extend", Script{Name: "redis-py extend", Kind: quorum.Extend, TokenArg: 1, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero, RunAs: quorum.CappedExtendScript.SHA1}},
 	// redis-py Lock.reacquire: PEXPIRE ARGV[2] ms when the token matches → 1, else 0.
 	// Extend, not Acquire: it never creates the key; it resets the TTL of
 	// the caller's own lock, which an undo must not delete.
-	{"redis-py_reacquire", Script{Name: "redis-py reacquire", Kind: quorum.Extend, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
+	{"redis-py_reacquire", Script{Name: "redis-py reacquire", Kind: quorum.Extend, TokenArg: 1, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
 
 	// redsync v4.8 Mutex.Unlock: DEL result (1) when the token matches, else 0.
 	{"redsync-v4.8_delete", Script{Name: "redsync v4.8 delete", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
@@ -67,7 +67,7 @@ var builtins = []builtin{
 	// key is missing (ErrLockAlreadyExpired), 0 when a stranger holds it.
 	{"redsync-v4.18_delete", Script{Name: "redsync v4.18 delete", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// redsync v4 (v4.8 and v4.18 alike) Mutex.Extend: PEXPIRE ARGV[2] ms when ours → 1, else 0.
-	{"redsync-v4.18_touch", Script{Name: "redsync v4 touch", Kind: quorum.Extend, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
+	{"redsync-v4.18_touch", Script{Name: "redsync v4 touch", Kind: quorum.Extend, TokenArg: 1, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
 	// redsync v4.18 Mutex.Extend with WithSetNXOnExtend: PEXPIRE when ours,
 	// else SET NX PX ARGV[2] where the key is gone → 1; 0 when a stranger
 	// holds it. Extend, not Acquire: ARGV[1] is the token of the lock the
@@ -77,7 +77,7 @@ var builtins = []builtin{
 	// then, so another client could take it while this one still works.
 	// Keys re-created on a minority stay until their TTL: a liveness cost
 	// bounded by max_ttl, as for any failed extend.
-	{"redsync-v4.18_touchWithSetNX", Script{Name: "redsync v4.18 touchWithSetNX", Kind: quorum.Extend, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
+	{"redsync-v4.18_touchWithSetNX", Script{Name: "redsync v4.18 touchWithSetNX", Kind: quorum.Extend, TokenArg: 1, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
 
 	// bsm/redislock v0.9.x Client.Obtain: SET NX PX ARGV[3] → status OK; or,
 	// when the held value starts with the same token (first ARGV[2] bytes of
@@ -92,7 +92,7 @@ var builtins = []builtin{
 	// bsm/redislock Lock.Release and node-redlock v3 unlock (same text): DEL when ours → 1, else 0.
 	{"bsm-redislock_release", Script{Name: "bsm-redislock release (node-redlock v3 release)", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// bsm/redislock Lock.Refresh and node-redlock v3 extend (same text): PEXPIRE ARGV[2] ms when ours → 1, else 0.
-	{"bsm-redislock_refresh", Script{Name: "bsm-redislock refresh (node-redlock v3 extend)", Kind: quorum.Extend, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
+	{"bsm-redislock_refresh", Script{Name: "bsm-redislock refresh (node-redlock v3 extend)", Kind: quorum.Extend, TokenArg: 1, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
 	// bsm/redislock Lock.TTL: PTTL in ms when ours, else -3. The client
 	// gets the Q-th largest PTTL minus drift: how long a quorum surely holds it.
 	{"bsm-redislock_pttl", Script{Name: "bsm-redislock pttl", Kind: quorum.Read, Yes: quorum.YesNonNegative, Combine: quorum.CombineQthTTL, NoReply: resp.Reply{Type: resp.Integer, Int: -3}}},
@@ -100,7 +100,7 @@ var builtins = []builtin{
 	// ioredis-lock 4.x Lock.release: DEL when ours → 1, else 0.
 	{"ioredis-lock_delifequal", Script{Name: "ioredis-lock delifequal", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// ioredis-lock 4.x Lock.extend: PEXPIRE ARGV[2] ms when ours → 1, else 0.
-	{"ioredis-lock_pexpireifequal", Script{Name: "ioredis-lock pexpireifequal", Kind: quorum.Extend, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
+	{"ioredis-lock_pexpireifequal", Script{Name: "ioredis-lock pexpireifequal", Kind: quorum.Extend, TokenArg: 1, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
 
 	// node-redlock v3 lock: SET NX PX ARGV[2] ms → OK, else nil.
 	{"node-redlock-v3_acquire", Script{Name: "node-redlock v3 acquire", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: resp.ReplyNil}},
@@ -108,13 +108,13 @@ var builtins = []builtin{
 	// every KEY → #KEYS; the library wants all keys, so the yes is #KEYS.
 	{"node-redlock-v4_acquire", Script{Name: "node-redlock v4 acquire", Kind: quorum.Acquire, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: replyZero}},
 	// node-redlock v4 extend: 0 unless every KEY holds ARGV[1], else SET PX ARGV[2] ms on each → #KEYS.
-	{"node-redlock-v4_extend", Script{Name: "node-redlock v4 extend", Kind: quorum.Extend, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
+	{"node-redlock-v4_extend", Script{Name: "node-redlock v4 extend", Kind: quorum.Extend, TokenArg: 1, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
 	// node-redlock v4 release: DEL of each KEY holding ARGV[1] → how many; the library wants #KEYS.
 	{"node-redlock-v4_release", Script{Name: "node-redlock v4 release", Kind: quorum.Release, Yes: quorum.YesNumKeys, NoReply: replyZero}},
 	// node-redlock v5 (5.0.0-beta) acquire: v4's script re-indented → #KEYS or 0.
 	{"node-redlock-v5_acquire", Script{Name: "node-redlock v5 acquire", Kind: quorum.Acquire, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: replyZero}},
 	// node-redlock v5 extend: v4's script re-indented → #KEYS or 0.
-	{"node-redlock-v5_extend", Script{Name: "node-redlock v5 extend", Kind: quorum.Extend, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
+	{"node-redlock-v5_extend", Script{Name: "node-redlock v5 extend", Kind: quorum.Extend, TokenArg: 1, Yes: quorum.YesNumKeys, TTLArg: 2, TTLUnit: quorum.Millis, NoReply: replyZero}},
 	// node-redlock v5 release: v4's script re-indented → keys removed.
 	{"node-redlock-v5_release", Script{Name: "node-redlock v5 release", Kind: quorum.Release, Yes: quorum.YesNumKeys, NoReply: replyZero}},
 
@@ -124,7 +124,7 @@ var builtins = []builtin{
 	{"python-redis-lock_unlock", Script{Name: "python-redis-lock unlock", Kind: quorum.Release, Yes: quorum.YesZero, NoReply: replyOne, OtherTTLs: signalTTL, Signals: signalList}},
 	// python-redis-lock 4.x Lock.extend: 1 when not ours (NotAcquired), 2 when
 	// the key has no TTL (NotExpirable), else EXPIRE ARGV[2] seconds → 0.
-	{"python-redis-lock_extend", Script{Name: "python-redis-lock extend", Kind: quorum.Extend, Yes: quorum.YesZero, TTLArg: 2, TTLUnit: quorum.Seconds, NoReply: replyOne}},
+	{"python-redis-lock_extend", Script{Name: "python-redis-lock extend", Kind: quorum.Extend, TokenArg: 1, Yes: quorum.YesZero, TTLArg: 2, TTLUnit: quorum.Seconds, NoReply: replyOne}},
 	// python-redis-lock 4.x Lock.reset: deletes the lock whoever holds it and
 	// signals waiters → DEL count of KEYS[1] (1, or 0 when it was not
 	// there); the library ignores it. Like DEL through lockproxy: 1 when a
@@ -150,5 +150,5 @@ var builtins = []builtin{
 	// rueidislock release: DEL when ours → 1, else 0.
 	{"rueidislock_delkey", Script{Name: "rueidislock delkey", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// rueidislock extend: PEXPIREAT ARGV[2] (absolute unix ms) when ours → 1, else 0.
-	{"rueidislock_extend", Script{Name: "rueidislock extend", Kind: quorum.Extend, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.UnixMillis, NoReply: replyZero}},
+	{"rueidislock_extend", Script{Name: "rueidislock extend", Kind: quorum.Extend, TokenArg: 1, Yes: quorum.YesOne, TTLArg: 2, TTLUnit: quorum.UnixMillis, NoReply: replyZero}},
 }

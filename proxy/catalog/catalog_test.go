@@ -48,7 +48,7 @@ var (
 			nkeys: 1, yesRs: []resp.Reply{integer(1)}, noRs: []resp.Reply{integer(0)}}
 	}
 	cadExtend = func(unit quorum.TTLUnit, names ...string) wantBuiltin { // compare-and-pexpire returning 1 or 0
-		return wantBuiltin{manifest: names, kind: quorum.Extend, yes: quorum.YesOne, ttlArg: 2, unit: unit, noReply: integer(0),
+		return wantBuiltin{manifest: names, kind: quorum.Extend, yes: quorum.YesOne, ttlArg: 2, unit: unit, tokenArg: 1, noReply: integer(0),
 			nkeys: 1, yesRs: []resp.Reply{integer(1)}, noRs: []resp.Reply{integer(0)}}
 	}
 	setAcquire = func(unit quorum.TTLUnit, names ...string) wantBuiltin { // SET … NX (or force) returning OK or nil
@@ -61,7 +61,7 @@ var (
 		if kind != quorum.Release {
 			w.ttlArg, w.unit = 2, quorum.Millis
 		}
-		if kind == quorum.Acquire {
+		if kind == quorum.Acquire || kind == quorum.Extend {
 			w.tokenArg = 1
 		}
 		return w
@@ -102,7 +102,7 @@ var wantBuiltins = []wantBuiltin{
 		kind: quorum.Release, yes: quorum.YesZero, noReply: integer(1), nkeys: 2,
 		yesRs: []resp.Reply{integer(0)}, noRs: []resp.Reply{integer(1)}},
 	{manifest: []string{"python-redis-lock_extend"}, sha1: "fed16109024d968d9496e4140fe1355bac05ebff",
-		kind: quorum.Extend, yes: quorum.YesZero, ttlArg: 2, unit: quorum.Seconds, noReply: integer(1), nkeys: 2,
+		kind: quorum.Extend, yes: quorum.YesZero, ttlArg: 2, unit: quorum.Seconds, tokenArg: 1, noReply: integer(1), nkeys: 2,
 		yesRs: []resp.Reply{integer(0)}, noRs: []resp.Reply{integer(1), integer(2)}},
 	{manifest: []string{"python-redis-lock_reset"}, sha1: "afbc8014508f92e446b56567e8ba600e811c1bd5",
 		kind: quorum.Release, yes: quorum.YesOne, noReply: integer(0), nkeys: 2,
@@ -187,8 +187,10 @@ func TestBuiltinInvariants(t *testing.T) {
 				t.Errorf("%s: built-in acquire without NoIsNoop", s.Name)
 			}
 		case quorum.Extend:
-			if s.TTLArg == 0 || s.TokenArg != 0 || s.NoIsNoop {
-				t.Errorf("%s: extend needs a TTL arg and no token arg", s.Name)
+			// The token tells whose copy a granted extend may shorten
+			// afterwards (quorum/shorten.go).
+			if s.TTLArg == 0 || s.TokenArg == 0 || s.TokenArg == s.TTLArg || s.NoIsNoop {
+				t.Errorf("%s: extend needs distinct TTL and token args", s.Name)
 			}
 		case quorum.Release, quorum.Read:
 			if s.TTLArg != 0 || s.TokenArg != 0 {
