@@ -111,3 +111,46 @@ func TestFailedRenewalKeepsTheHashLock(t *testing.T) {
 		t.Errorf("DOUBLE GRANT: B granted rl %v before the end of A's validity; A's renewal answered %v %v", time.Until(untilA).Round(time.Millisecond), r, err)
 	}
 }
+
+// TestFailedRaisedRenewalKeepsTheLock: a re-entrant renewal whose counts
+// differ goes through a raise round after its first vote. The shorter TTL
+// was sent at that first vote; when the raise then failed, the client
+// heard "not renewed" but every master already had the shorter TTL
+// (review, helper-56). It is sent once the raise granted it now.
+func TestFailedRaisedRenewalKeepsTheLock(t *testing.T) {
+	try := corpusScript(t, "redisson-4.x_tryLockInner")
+	renew := corpusScript(t, "redisson-3.40_renewExpiration")
+	c := startCluster(t, 3, func(_ *proxy.Config, qc *quorum.Config) { qc.NodeTimeout = 300 * time.Millisecond })
+	ctx := context.Background()
+	a, b := c.client(), c.client()
+	tA := time.Now()
+	if _, err := try.Run(ctx, a, []string{"rl"}, 3000, "A:1").Result(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("A: %v", err)
+	}
+	untilA := tA.Add(3*time.Second - quorum.Drift(3*time.Second, 0.01))
+	// A missed release on master 0: its count is above the others'.
+	if _, err := c.masters[0].Do("HSET", "rl", "A:1", "2"); err != nil {
+		t.Fatal(err)
+	}
+	c.masters[2].Pause()
+	done := make(chan string, 1)
+	go func() {
+		r, err := renew.Run(ctx, a, []string{"rl"}, 400, "A:1").Result()
+		done <- fmt.Sprint(r, " ", err)
+	}()
+	time.Sleep(100 * time.Millisecond) // masters 0 and 1 answered the first round
+	c.masters[1].Pause()               // the raise will not reach a quorum
+	res := <-done
+	c.masters[1].Resume()
+	c.masters[2].Resume()
+	t.Logf("A's renewal to 400ms: %s; PTTLs now %v", res, c.pttls("rl"))
+	if res == "1 <nil>" {
+		return // granted: A's validity is the renewal's
+	}
+	time.Sleep(600 * time.Millisecond)
+	t.Logf("PTTLs %v", c.pttls("rl"))
+	_, err := try.Run(ctx, b, []string{"rl"}, 30000, "B:1").Result()
+	if errors.Is(err, redis.Nil) && time.Now().Before(untilA) {
+		t.Errorf("DOUBLE GRANT: B granted rl %v before the end of A's validity; A's renewal answered %s", time.Until(untilA).Round(time.Millisecond), res)
+	}
+}

@@ -90,6 +90,12 @@ func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
 		// a quorum's counts at the holder's depth (reentrant.go); short
 		// of that it waits for the other masters, then raises the counts.
 		r.success()
+		if r.won && r.fence == nil {
+			// Granted for good (a fenced grant keeps the longer TTL):
+			// the shorter TTL asked, before the key passes on, so it
+			// reaches every master first (shorten.go).
+			r.sendShorten()
+		}
 	case r.reent != nil && r.yes >= q && (force || outstanding == 0) && r.raiseCounts():
 	case r.kind == Release && no-r.errorReplies() <= n-q:
 		// Not refused by enough masters to prove the token is not held
@@ -134,7 +140,6 @@ func (r *Request) success() {
 	}
 	r.won = true
 	r.reply = r.commonYes()
-	r.sendShorten() // before the key passes on: it reaches every master first
 	if r.combine == CombineQthTTL {
 		r.reply = resp.Reply{Type: resp.Integer, Int: r.qthTTL(func(rep resp.Reply) (int64, bool) {
 			return rep.Int, r.rule.IsYes(&rep, r.nkeys)

@@ -228,6 +228,7 @@ func (r *Request) raised(err error, won bool) {
 		}
 		if left := Validity(r.TTL, time.Duration(batching.Now()-r.t0), r.e.cfg.DriftFactor); left > 0 {
 			r.validity = left
+			r.sendShorten() // granted only now (review, helper-56)
 			return
 		}
 	}
