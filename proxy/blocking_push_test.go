@@ -169,7 +169,7 @@ func TestBLPOPElementPutBackForHungUpClient(t *testing.T) {
 }
 
 // waitInfo waits until INFO clients of c contains line.
-func waitInfo(t *testing.T, c *cluster, line string) {
+func waitInfo(t testing.TB, c *cluster, line string) {
 	t.Helper()
 	cl := c.client()
 	deadline := time.Now().Add(5 * time.Second)

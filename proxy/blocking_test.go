@@ -73,21 +73,8 @@ func TestBLPOPWokenByReleaseOnOtherProxy(t *testing.T) {
 // waitBlocked waits until INFO says n clients are blocked on c.
 func waitBlocked(t testing.TB, c *cluster, n int) int {
 	t.Helper()
-	cl := c.client()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		info, err := cl.Info(context.Background(), "clients").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(info, "blocked_clients:"+itoa(n)+"\r\n") {
-			return n
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("blocked_clients never %d: %s", n, info)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitInfo(t, c, "blocked_clients:"+itoa(n)+"\r\n")
+	return n
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -94,31 +94,17 @@ return r`)
 	// already, else 0: every lock lockproxy writes has one, and a key
 	// without one is a counter, which must not get one (it would start over
 	// once expired, and a fencing token would go back). It never lowers
-	// the TTL (WrapNoShorten says why). A yes carries a
-	// digest of the value it extended ({1, sha1}: of a string's value, of a
-	// hash's fields in sorted order, as equal hashes written in another
-	// order on each master serialize differently, else of DUMP): a PEXPIRE has no
+	// the TTL (WrapNoShorten says why). A yes carries a digest of the
+	// value it extended ({1, lockproxy_digest}, digestLua): a PEXPIRE has no
 	// token, and a quorum of extended copies counts only when they are
 	// copies of one value (YesSameValue). Counting every copy let another
 	// client's leftover or failed attempt on one master make up A's
 	// quorum; once that copy was gone, A's extended lock stood on a
 	// minority and a third client was granted it (review, helper-52).
-	extendScript = newScript(`local before = redis.call("PTTL", KEYS[1])
+	extendScript = newScript(digestLua + `local before = redis.call("PTTL", KEYS[1])
 if before < 0 then return 0 end
 if tonumber(ARGV[1]) > before then redis.call("PEXPIRE", KEYS[1], ARGV[1]) end
-local t = redis.call("TYPE", KEYS[1]).ok
-local d
-if t == "string" then
-  d = redis.call("GET", KEYS[1])
-elseif t == "hash" then
-  local h, p = redis.call("HGETALL", KEYS[1]), {}
-  for i = 1, #h, 2 do p[#p + 1] = #h[i] .. ":" .. h[i] .. "=" .. #h[i + 1] .. ":" .. h[i + 1] end
-  table.sort(p)
-  d = table.concat(p, ",")
-else
-  d = redis.call("DUMP", KEYS[1])
-end
-return {1, redis.sha1hex(t .. ":" .. d)}`)
+return {1, lockproxy_digest(KEYS[1])}`)
 	// counterReadScript reads KEYS[1] as GET and counters need it: {value,
 	// pttl}, {nil, -2} when missing, Redis's WRONGTYPE error for a key that
 	// is not a string (GET itself would raise it inside the script, which
@@ -187,6 +173,28 @@ local t = tonumber(ARGV[3])
 if n == 1 and t and t >= 0 then redis.call("PEXPIRE", KEYS[1], math.max(t, 1)) end
 return n`)
 
+// digestLua defines lockproxy_digest(key), the digest of an existing
+// key's value that extendScript answers and shortenScript compares: sha1
+// of a string's value, of a hash's fields in sorted order (equal hashes
+// written in another order on each master serialize differently), else
+// of DUMP.
+const digestLua = `local function lockproxy_digest(k)
+  local t = redis.call("TYPE", k).ok
+  local d
+  if t == "string" then
+    d = redis.call("GET", k)
+  elseif t == "hash" then
+    local h, p = redis.call("HGETALL", k), {}
+    for i = 1, #h, 2 do p[#p + 1] = #h[i] .. ":" .. h[i] .. "=" .. #h[i + 1] .. ":" .. h[i + 1] end
+    table.sort(p)
+    d = table.concat(p, ",")
+  else
+    d = redis.call("DUMP", k)
+  end
+  return redis.sha1hex(t .. ":" .. d)
+end
+`
+
 // shortenScript lowers a lock's TTL to ARGV[1] ms once its extend was
 // granted (Request.shorten): the extend itself never lowers a TTL on a
 // master, so that one that fails, or lands late, does not end a lock its
@@ -194,23 +202,14 @@ return n`)
 // ARGV[2] "t" compares ARGV[3] with a string lock's value, a hash lock's
 // field or a sorted-set lock's member, "d" with the digest of the
 // tokenless extend (extendScript).
-var shortenScript = newScript(`local t = redis.call("TYPE", KEYS[1]).ok
+var shortenScript = newScript(digestLua + `local t = redis.call("TYPE", KEYS[1]).ok
 local mine = false
 if ARGV[2] == "t" then
   if t == "string" then mine = redis.call("GET", KEYS[1]) == ARGV[3]
   elseif t == "hash" then mine = redis.call("HEXISTS", KEYS[1], ARGV[3]) == 1
   elseif t == "zset" then mine = redis.call("ZSCORE", KEYS[1], ARGV[3]) ~= false end
 elseif t == "string" or t == "hash" then
-  local d
-  if t == "string" then
-    d = redis.call("GET", KEYS[1])
-  else
-    local h, p = redis.call("HGETALL", KEYS[1]), {}
-    for i = 1, #h, 2 do p[#p + 1] = #h[i] .. ":" .. h[i] .. "=" .. #h[i + 1] .. ":" .. h[i + 1] end
-    table.sort(p)
-    d = table.concat(p, ",")
-  end
-  mine = redis.sha1hex(t .. ":" .. d) == ARGV[3]
+  mine = lockproxy_digest(KEYS[1]) == ARGV[3]
 end
 if mine and redis.call("PTTL", KEYS[1]) > tonumber(ARGV[1]) then redis.call("PEXPIRE", KEYS[1], ARGV[1]) end
 return 1`)

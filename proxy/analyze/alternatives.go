@@ -180,7 +180,7 @@ func (a *analysis) auxValues(p int, all []*obs, consts []string) []auxValue {
 			case len(c.args) < 2 || c.args[1] != key:
 			case c.name == "get" || c.name == "getrange" || c.name == "strlen" || c.name == "mget":
 				readsString = true
-			case strings.HasPrefix(c.name, "incr") || strings.HasPrefix(c.name, "decr"):
+			case isCounterCall(c):
 				counter = true
 			}
 		}

@@ -45,7 +45,7 @@ func (a *analysis) counterDiff(obs []*obs, key Arg, at int) int {
 	for _, o := range obs {
 		ci := -1
 		for i, c := range o.o.r.calls {
-			if (strings.HasPrefix(c.name, "incr") || strings.HasPrefix(c.name, "decr")) && argOf(o.o.r.pos(c.args[1]), a.nkeys) == key {
+			if isCounterCall(c) && argOf(o.o.r.pos(c.args[1]), a.nkeys) == key {
 				ci = i
 				break
 			}

@@ -80,13 +80,19 @@ func (a *analysis) ownForm(o *obs, f *finding) bool {
 // like: a fencing counter, which lives without expiry by design.
 func incremented(o *obs, k string) bool {
 	for _, c := range o.o.r.calls {
-		if strings.HasPrefix(c.name, "incr") || strings.HasPrefix(c.name, "decr") {
+		if isCounterCall(c) {
 			if c.args[1] == k {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// isCounterCall reports whether c is INCR, INCRBY, DECR or DECRBY (the
+// model's incr; INCRBYFLOAT is not modelled).
+func isCounterCall(c call) bool {
+	return strings.HasPrefix(c.name, "incr") || strings.HasPrefix(c.name, "decr")
 }
 
 // countersReturned reports whether some probe's reply is the new value of a
@@ -102,7 +108,7 @@ func (a *analysis) counters(v *verdict) []Counter {
 	var order []Arg
 	for _, o := range append(a.judgedObs(v), a.others(v)...) {
 		for _, c := range o.o.r.calls {
-			if !strings.HasPrefix(c.name, "incr") && !strings.HasPrefix(c.name, "decr") {
+			if !isCounterCall(c) {
 				continue
 			}
 			key := argOf(o.o.r.pos(c.args[1]), a.nkeys)
