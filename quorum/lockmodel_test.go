@@ -22,6 +22,22 @@ type lockMaster struct {
 	ran int
 }
 
+// checkedReply is a checked script's reply (WrapCheck): inner, whether the
+// token was there before and is after, and the PTTL after (the expiry
+// time stands at 1 ms past the epoch plus it).
+func checkedReply(inner resp.Reply, had, holds bool, pttl int64) resp.Reply {
+	b := func(v bool) resp.Reply {
+		if v {
+			return resp.Reply{Type: resp.Integer, Int: 1}
+		}
+		return resp.Reply{Type: resp.Integer}
+	}
+	if !holds {
+		pttl = -2
+	}
+	return resp.Reply{Type: resp.Array, Elems: []resp.Reply{inner, b(had), b(holds), {Type: resp.Integer, Int: pttl}, {Type: resp.Integer, Int: 1 + pttl}}}
+}
+
 // step runs the next submitted op; false when none is left.
 func (m *lockMaster) step() bool {
 	op, ok := m.fp.next(&m.ran)
@@ -44,6 +60,7 @@ func (m *lockMaster) step() bool {
 			// {1, digest of the value}: the value itself stands in.
 			rep = resp.Reply{Type: resp.Array, Elems: []resp.Reply{{Type: resp.Integer, Int: 1}, {Type: resp.Bulk, Str: []byte(m.val)}}}
 		}
+		rep = checkedReply(rep, m.val != "", m.val != "", 60_000)
 	case args[0] == "EXT":
 		rep = resp.Reply{Type: resp.Integer}
 		if m.val == args[2] {

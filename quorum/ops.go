@@ -78,6 +78,11 @@ type ScriptOp struct {
 	// reply, the rest of it as the masters answered.
 	Counter   Arg
 	CounterAt int
+	// Checked: Body is wrapped by WrapCheck, and its replies carry what
+	// each master's copy of the lock looked like (check.go). CheckTTL: a
+	// yes also needs the copy's PTTL to outlast the validity (the TTL is
+	// relative, not an absolute time read against the client's clock).
+	Checked, CheckTTL bool
 	// Reentrant marks a re-entrant hash lock's acquire or renewal (Kind
 	// Extend): Body and SHA1 are then its client's script wrapped by
 	// WrapReentrant, and a yes needs a quorum whose counts keep the
@@ -158,7 +163,8 @@ func (e *Engine) Extend(key []byte, ttl time.Duration, t0 int64) *Request {
 	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
 	return &Request{kind: Extend, agg: AggVote, rule: &YesSameValue, Key: string(key), nkeys: 1,
 		cmd: AppendEvalSHA(nil, extendScript.SHA1, [][]byte{key}, [][]byte{ms}),
-		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0, shorten: shortenDigest}
+		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0, shorten: shortenDigest,
+		chk: newCheck(ttl, e.cfg.DriftFactor, true)}
 }
 
 // ExtendHeld sets key's TTL to ttl on every master where it holds token
@@ -170,7 +176,8 @@ func (e *Engine) ExtendHeld(key, token []byte, ttl time.Duration, t0 int64) *Req
 	maxTTL := strconv.AppendInt(nil, e.cfg.MaxTTL.Milliseconds(), 10)
 	r := &Request{kind: Extend, agg: AggVote, rule: &YesOne, Key: string(key), nkeys: 1,
 		cmd: AppendEvalSHA(nil, CappedExtendScript.SHA1, [][]byte{key}, [][]byte{token, ms, []byte("1"), maxTTL}),
-		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0, shorten: shortenToken}
+		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0, shorten: shortenToken,
+		chk: newCheck(ttl, e.cfg.DriftFactor, true)}
 	r.token = argIn(r.cmd, 4) // EVALSHA sha 1 key token…: owned by the request, as a script's
 	return r
 }
@@ -207,6 +214,12 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 		maxTTL := strconv.AppendInt(nil, e.cfg.MaxTTL.Milliseconds(), 10)
 		r.cmd = AppendEvalSHA(nil, op.RunAs, keys, append(append([][]byte(nil), argv...), maxTTL))
 		r.load = nil // lockproxy's own: loaded on every connection
+	}
+	switch {
+	case op.Checked:
+		r.chk = newCheck(ttl, e.cfg.DriftFactor, op.CheckTTL)
+	case op.RunAs == CappedExtendScript.SHA1:
+		r.chk = newCheck(ttl, e.cfg.DriftFactor, true)
 	}
 	// Keys and the token alias the encoded command, which the request owns.
 	// argIn scans the command from its start: a script over many keys

@@ -179,6 +179,8 @@ type Request struct {
 	reent *reentState
 	// hashRead: an HGET or HEXISTS of a hash lock's field (hashread.go).
 	hashRead uint8
+	// chk: a checked script's masters' reports (check.go); nil otherwise.
+	chk *checkState
 }
 
 // Per-master state of a request. The undo of a failed acquisition depends
@@ -204,6 +206,9 @@ func (r *Request) Complete(master int, rep resp.Reply, err error) {
 
 func (r *Request) complete(master int, rep resp.Reply, err error) {
 	r.mu.Lock()
+	if r.chk != nil && err == nil {
+		r.unwrapCheck(master, &rep)
+	}
 	if r.reent != nil && err == nil {
 		r.unwrapReentrant(master, &rep)
 	}
@@ -242,13 +247,13 @@ func (r *Request) complete(master int, rep resp.Reply, err error) {
 		// master did.
 		r.state[master] = ignored
 		r.replies[master] = rep
-		r.yesFrom[master] = r.agg == AggVote && r.rule.IsYes(&r.replies[master], r.nkeys)
+		r.yesFrom[master] = r.agg == AggVote && r.isYes(master)
 		r.miss(master, quarantined)
 	default:
 		r.state[master] = replied
 		r.replies[master] = rep
 		r.answered++
-		if r.agg == AggVote && r.rule.IsYes(&r.replies[master], r.nkeys) {
+		if r.agg == AggVote && r.isYes(master) {
 			r.yesFrom[master] = true
 			r.yes++
 		}
@@ -299,7 +304,7 @@ func (r *Request) late(master int, rep resp.Reply, err error) {
 	default:
 		r.state[master] = ignored
 		r.replies[master] = rep
-		r.yesFrom[master] = r.agg == AggVote && r.rule.IsYes(&r.replies[master], r.nkeys)
+		r.yesFrom[master] = r.agg == AggVote && r.isYes(master)
 	}
 	r.resolveSups(master)
 	if r.undoing {

@@ -73,6 +73,9 @@ func (e *Engine) retry(r *Request) {
 	c.noIsNoop, c.nilIsNoop, c.fence, c.fenceAt = r.noIsNoop, r.nilIsNoop, r.fence, r.fenceAt
 	c.TTL, c.noReply, c.t0 = r.TTL, r.noReply, r.t0
 	c.retried, c.parent, c.e = true, r, e
+	if r.chk != nil { // the same script: its replies carry the check too
+		c.chk = &checkState{minPTTL: r.chk.minPTTL}
+	}
 	// Not to masters where r's part is still unknown: r's late undo may
 	// still need to go there, and must not follow a write of c's.
 	r.mu.Lock()

@@ -17,6 +17,15 @@ func newScript(body string) Script {
 	return Script{Body: body, SHA1: ScriptSHA1(body)}
 }
 
+// newCheckedScript is newScript of body wrapped by WrapCheck.
+func newCheckedScript(keys, token, body string) Script {
+	b, err := WrapCheck(body, keys, token, false, true)
+	if err != nil {
+		panic(err)
+	}
+	return newScript(b)
+}
+
 var (
 	// undoScript deletes each KEY whose value is ARGV[1]: the compensating
 	// operation of every acquisition (SET NX and acquire scripts alike).
@@ -40,8 +49,8 @@ return r`)
 	// place; the cap never cuts below ARGV[2] (itself at most max_ttl), the
 	// figure validity is accounted with. It never lowers the key's TTL: a
 	// renewal that fails, or lands late, must not end a lock its holder
-	// still holds (WrapNoShorten says why).
-	CappedExtendScript = newScript(`local token = redis.call("GET", KEYS[1])
+	// still holds (WrapNoShorten says why). Checked (WrapCheck).
+	CappedExtendScript = newCheckedScript("{KEYS[1]}", "ARGV[1]", `local token = redis.call("GET", KEYS[1])
 if not token or token ~= ARGV[1] then return 0 end
 local expiration = redis.call("PTTL", KEYS[1])
 if not expiration then expiration = 0 end
@@ -101,7 +110,8 @@ return r`)
 	// client's leftover or failed attempt on one master make up A's
 	// quorum; once that copy was gone, A's extended lock stood on a
 	// minority and a third client was granted it (review, helper-52).
-	extendScript = newScript(digestLua + `local before = redis.call("PTTL", KEYS[1])
+	// Checked (WrapCheck), with no token: the digest compares copies.
+	extendScript = newCheckedScript("{KEYS[1]}", "nil", digestLua+`local before = redis.call("PTTL", KEYS[1])
 if before < 0 then return 0 end
 if tonumber(ARGV[1]) > before then redis.call("PEXPIRE", KEYS[1], ARGV[1]) end
 return {1, lockproxy_digest(KEYS[1])}`)
@@ -201,7 +211,10 @@ end
 // holder still holds (WrapNoShorten). Only the holder's copy is touched:
 // ARGV[2] "t" compares ARGV[3] with a string lock's value, a hash lock's
 // field or a sorted-set lock's member, "d" with the digest of the
-// tokenless extend (extendScript).
+// tokenless extend (extendScript). It does nothing unless the key still
+// expires at ARGV[4], the PEXPIRETIME the extend left on that master
+// (WrapCheck): a later write of the key, through any lockproxy, moved it,
+// and the shorter TTL would cut a lock granted since (review, helper-57).
 var shortenScript = newScript(digestLua + `local t = redis.call("TYPE", KEYS[1]).ok
 local mine = false
 if ARGV[2] == "t" then
@@ -211,6 +224,8 @@ if ARGV[2] == "t" then
 elseif t == "string" or t == "hash" then
   mine = lockproxy_digest(KEYS[1]) == ARGV[3]
 end
+local at = redis.pcall("PEXPIRETIME", KEYS[1])
+if type(at) ~= "number" or at ~= tonumber(ARGV[4]) then return 0 end
 if mine and redis.call("PTTL", KEYS[1]) > tonumber(ARGV[1]) then redis.call("PEXPIRE", KEYS[1], ARGV[1]) end
 return 1`)
 

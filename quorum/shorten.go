@@ -18,7 +18,10 @@ import (
 // its extend is granted: then the holder's validity is the extend's, and
 // shortenScript sets every master's copy of the holder's lock to the TTL
 // the extend asked for, less the time since the command arrived. A master
-// that misses it keeps the longer TTL: the safe side.
+// that misses it keeps the longer TTL: the safe side. The shorten is a
+// compare-and-set on the expiry the extend left on each master (its
+// PEXPIRETIME, WrapCheck): sent without waiting, it may land after a later
+// renewal of the lock through another lockproxy, which it must not cut.
 
 // Request.shorten values.
 const (
@@ -46,8 +49,18 @@ func (r *Request) sendShorten() {
 	if val == nil {
 		return
 	}
-	cmd := AppendEvalSHA(nil, shortenScript.SHA1, [][]byte{[]byte(r.Key)}, [][]byte{strconv.AppendInt(nil, ms, 10), mode, val})
+	c := r.chk
+	if c == nil {
+		return
+	}
+	key, msb := [][]byte{[]byte(r.Key)}, strconv.AppendInt(nil, ms, 10)
 	for i, p := range r.e.pipes {
+		// Only where the extend answered, with the expiry it left: a
+		// master that did not keeps the longer TTL, the safe side.
+		if c.seen&(1<<i) == 0 || c.at[i] <= 0 {
+			continue
+		}
+		cmd := AppendEvalSHA(nil, shortenScript.SHA1, key, [][]byte{msb, mode, val, strconv.AppendInt(nil, c.at[i], 10)})
 		if err := p.Submit(batching.Op{Cmd: cmd}); err != nil {
 			r.e.cfg.Logger.Debug("shorter TTL not queued; the lock keeps its longer one", "master", r.e.cfg.Masters[i], "err", err)
 		}

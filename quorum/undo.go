@@ -35,7 +35,7 @@ func (r *Request) undo() {
 func (r *Request) undoOne(i int) {
 	switch r.state[i] {
 	case replied, ignored:
-		if !r.applied(i) {
+		if !r.created(i) {
 			return
 		}
 	case lost:
@@ -56,7 +56,7 @@ func (r *Request) undoOne(i int) {
 // that is nothing (supersede.go); otherwise the key is left to its TTL.
 func (r *Request) undoLate(i int) {
 	defer r.deregister()
-	if (r.state[i] != replied && r.state[i] != ignored) || !r.applied(i) || r.slot == nil {
+	if (r.state[i] != replied && r.state[i] != ignored) || !r.created(i) || r.slot == nil {
 		r.undoOne(i) // nothing to send, unconfirmed, or not registered (no later write could meet it)
 		return
 	}
@@ -79,6 +79,8 @@ func (r *Request) applied(i int) bool {
 	switch {
 	case r.yesFrom[i]:
 		return true
+	case r.chk != nil && r.rule != nil && r.rule.IsYes(rep, r.nkeys):
+		return true // the script's yes, not counted by the check: it wrote all the same
 	case rep.Type == resp.Error:
 		return false
 	case r.nilIsNoop && rep.Type == resp.Nil:

@@ -268,9 +268,9 @@ func TestWireNoScript(t *testing.T) {
 		}
 		m.On("EVALSHA", op.SHA1).Reply(rep)
 		if i == 2 {
-			m.On("EVALSHA", extendScript.SHA1).Reply(rep)
+			m.On("EVALSHA", extendScript.SHA1).Reply(checkedReply(rep, true, true, 10_000))
 		} else {
-			m.On("EVALSHA", extendScript.SHA1).Reply(resp.Reply{Type: resp.Array, Elems: []resp.Reply{replyOne, {Type: resp.Bulk, Str: []byte("digest")}}})
+			m.On("EVALSHA", extendScript.SHA1).Reply(checkedReply(resp.Reply{Type: resp.Array, Elems: []resp.Reply{replyOne, {Type: resp.Bulk, Str: []byte("digest")}}}, true, true, 10_000))
 		}
 	}
 	extend := func() *Request {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,8 +163,47 @@ func (s *Script) finish() *Script {
 			op.Body, op.SHA1 = body, quorum.ScriptSHA1(body)
 		}
 	}
+	s.check(op)
 	s.op = op
 	return s
+}
+
+// check wraps what the masters run for an acquire or an extend with a
+// token (quorum.WrapCheck): each master then says whether its copy held
+// the token before and holds it after, for how long, and until when. A
+// yes counts only where it holds it long enough, a failed acquisition is
+// undone only where the token was not there before, and a granted
+// extend's shorter TTL is written only where no later write moved the
+// expiry (check.go). Fenced acquires and scripts run as one of
+// lockproxy's own are left as they are.
+func (s *Script) check(op *quorum.ScriptOp) {
+	switch {
+	case s.Kind != quorum.Acquire && s.Kind != quorum.AcquireOrExtend && s.Kind != quorum.Extend:
+		return
+	case op.Body == "" || op.RunAs != "" || !op.Counter.IsZero() || s.TokenArg <= 0:
+		return
+	}
+	token := fmt.Sprintf("ARGV[%d]", s.TokenArg)
+	if s.TokenInKeys {
+		token = fmt.Sprintf("KEYS[%d]", s.TokenArg)
+	}
+	keys := "KEYS"
+	switch {
+	case s.KeyArg > 0:
+		keys = fmt.Sprintf("{ARGV[%d]}", s.KeyArg)
+	case len(s.LockKeys) > 0:
+		parts := make([]string, len(s.LockKeys))
+		for i, k := range s.LockKeys {
+			parts[i] = fmt.Sprintf("KEYS[%d]", k)
+		}
+		keys = "{" + strings.Join(parts, ", ") + "}"
+	}
+	body, err := quorum.WrapCheck(op.Body, keys, token, s.Kind == quorum.Acquire, !s.Force)
+	if err != nil {
+		return
+	}
+	op.Body, op.SHA1, op.Checked = body, quorum.ScriptSHA1(body), true
+	op.CheckTTL = s.TTLConst > 0 || (s.TTLArg > 0 && (s.TTLUnit == quorum.Millis || s.TTLUnit == quorum.Seconds))
 }
 
 // MasterScripts returns the bodies every master connection loads: what

@@ -84,10 +84,9 @@ var builtins = []builtin{
 	// ARGV[1], the Options.Token re-obtain), SET PX → OK; else no value (nil,
 	// ErrNotObtained). Acquire: the value ARGV[1] is the token followed by
 	// the metadata, random per Obtain unless the caller passes a token. With
-	// a caller-chosen token, a failed re-obtain is undone like any other:
-	// it deletes ARGV[1] where this attempt wrote it (it had already reset
-	// that key's TTL) and the client is told ErrNotObtained, i.e. that it
-	// does not hold the lock; values of other tokens are never touched.
+	// a caller-chosen token, a failed re-obtain is undone only where the
+	// token was not there before it, and never lowers a TTL the token's
+	// copy had (quorum.WrapCheck): the caller keeps the lock it held.
 	{"bsm-redislock-v0.9.4_obtain", Script{Name: "bsm-redislock v0.9 obtain", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 3, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: resp.ReplyNil}},
 	// bsm/redislock Lock.Release and node-redlock v3 unlock (same text): DEL when ours → 1, else 0.
 	{"bsm-redislock_release", Script{Name: "bsm-redislock release (node-redlock v3 release)", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},

@@ -1,0 +1,208 @@
+package quorum
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/resp"
+)
+
+// A checked script reports, with its reply, what each master's copy of the
+// lock looked like around it, read on the master itself:
+//
+//   - had: the lock key held the caller's token before the script ran. A
+//     failed acquisition is then not undone there: it did not create that
+//     copy, which may be the caller's own valid lock (a script that also
+//     takes a lock its token already holds, redlock-rb's or bsm's with a
+//     chosen token, a Redisson re-entry). Deleting it took a lock from its
+//     holder inside its validity (review, helper-57).
+//   - holds and pttl: after it ran, the key holds the caller's token, with
+//     that PTTL. A yes counts only when it does, for at least the TTL
+//     validity is accounted with, less the drift allowance. The analyzer
+//     reads a script's replies off probes; a reply that only looks like a
+//     yes (another holder's TTL in seconds, 1; its value, "1") or a branch
+//     the probes never took (a shorter TTL for some argument) was counted
+//     as a lock the master did not give (review, helper-58).
+//   - at: the key's PEXPIRETIME after it ran. A granted extend's shorter
+//     TTL is written later (shortenScript) only where the key still
+//     expires then: any later write of it, from any proxy, moved it, and a
+//     late shorten cut a renewal granted through another lockproxy
+//     (review, helper-57).
+//
+// An acquire also never lowers the TTL of a copy the token held before it:
+// a failed re-acquisition with a shorter TTL is no release either.
+
+// checkLua defines lockproxy_holds(k, tok): whether key k holds token tok
+// (nil: whether it exists) as a string's value (or within it: a JSON
+// value), a hash's field or field value, a set's or sorted set's member.
+const checkLua = `local function lockproxy_holds(k, tok)
+  local t = redis.call("TYPE", k).ok
+  if tok == nil then return t ~= "none" end
+  if t == "string" then
+    local v = redis.call("GET", k)
+    return v == tok or (#tok > 0 and string.find(v, tok, 1, true) ~= nil)
+  elseif t == "hash" then
+    if redis.call("HEXISTS", k, tok) == 1 then return true end
+    if redis.call("HLEN", k) <= 64 then
+      for _, v in ipairs(redis.call("HVALS", k)) do if v == tok then return true end end
+    end
+  elseif t == "zset" then
+    return redis.call("ZSCORE", k, tok) ~= false
+  elseif t == "set" then
+    return redis.call("SISMEMBER", k, tok) == 1
+  end
+  return false
+end
+`
+
+// WrapCheck returns the script the masters run for a checked script:
+// body, answering {reply, had, holds, pttl, at} (checkState). keys is a
+// Lua expression for the list of lock keys ("KEYS" for every KEYS),
+// token one for the caller's token ("nil": a tokenless extend, whose
+// copies are compared by digest instead). keep: put back the TTL of a
+// copy the token held before if the body lowered it (acquires; an
+// extend's body is wrapped by WrapNoShorten already). guard: a lock key
+// another token held before the body, and that the body took, changed,
+// deleted or shortened, is put back as it was (DUMP, RESTORE), and that
+// master's vote is no yes: only a force acquisition touches a lock
+// another client holds, and a
+// script understood otherwise did so on a path the analyzer's probes did
+// not take (an argument's value or count, the key's name, the holder's
+// remaining TTL; review, helper-58).
+func WrapCheck(body, keys, token string, keep, guard bool) (string, error) {
+	if strings.TrimSpace(keys) == "" || strings.TrimSpace(token) == "" {
+		return "", fmt.Errorf("a checked script needs its lock keys and token")
+	}
+	restore, dump := "", ""
+	if keep {
+		restore = `  if lockproxy_had[i] and lockproxy_before[i] > 0 and lockproxy_holds(k, lockproxy_tok) then
+    local n = redis.call("PTTL", k)
+    if n >= 0 and n < lockproxy_before[i] then redis.call("PEXPIRE", k, lockproxy_before[i]) end
+  end
+`
+	}
+	if guard {
+		dump = `  if not lockproxy_had[i] and lockproxy_before[i] ~= -2 then lockproxy_dump[i] = redis.call("DUMP", lockproxy_keys[i]) end
+`
+		restore += `  if lockproxy_dump[i] and (lockproxy_holds(k, lockproxy_tok) or redis.call("DUMP", k) ~= lockproxy_dump[i] or
+      (lockproxy_before[i] > 0 and redis.call("PTTL", k) < lockproxy_before[i])) then
+    redis.call("RESTORE", k, math.max(lockproxy_before[i], 0), lockproxy_dump[i], "REPLACE")
+  end
+`
+	}
+	return wrap2(body, checkLua+`local lockproxy_keys, lockproxy_tok = `+keys+`, `+token+`
+local lockproxy_had, lockproxy_before, lockproxy_dump, lockproxy_any = {}, {}, {}, false
+for i = 1, #lockproxy_keys do
+  lockproxy_had[i] = lockproxy_holds(lockproxy_keys[i], lockproxy_tok)
+  lockproxy_before[i] = redis.call("PTTL", lockproxy_keys[i])
+  lockproxy_any = lockproxy_any or lockproxy_had[i]
+`+dump+`end
+`, `if lockproxy_reply == nil then lockproxy_reply = false end
+local lockproxy_all, lockproxy_pttl = #lockproxy_keys > 0, -1
+for i = 1, #lockproxy_keys do
+  local k = lockproxy_keys[i]
+`+restore+`  if not lockproxy_holds(k, lockproxy_tok) then lockproxy_all = false end
+  local p = redis.call("PTTL", k)
+  if p ~= -1 and (lockproxy_pttl == -1 or p < lockproxy_pttl) then lockproxy_pttl = p end
+end
+local lockproxy_at = -3
+if #lockproxy_keys == 1 then
+  lockproxy_at = redis.pcall("PEXPIRETIME", lockproxy_keys[1])
+  if type(lockproxy_at) ~= "number" then lockproxy_at = -3 end
+end
+return {lockproxy_reply, lockproxy_any and 1 or 0, lockproxy_all and 1 or 0, lockproxy_pttl, lockproxy_at}`)
+}
+
+// wrap2 runs head, then body as a function whose reply is lockproxy_reply,
+// then tail. A shebang line stays first.
+func wrap2(body, head, tail string) (string, error) {
+	shebang := ""
+	if strings.HasPrefix(body, "#!") {
+		nl := strings.IndexByte(body, '\n')
+		if nl < 0 {
+			return "", fmt.Errorf("a script that is only a shebang line")
+		}
+		shebang, body = body[:nl+1], body[nl+1:]
+	}
+	return shebang + head + "local lockproxy_reply = (function()\n" + body + "\nend)()\n" + tail, nil
+}
+
+// checkState is what a checked request's masters reported (WrapCheck).
+type checkState struct {
+	seen    uint16 // masters whose reply had the checked shape
+	had     uint16 // the token was there before
+	holds   uint16 // the token is there after
+	pttl    [MaxMasters]int64
+	at      [MaxMasters]int64 // PEXPIRETIME after; <= 0: unknown
+	minPTTL int64             // a yes needs at least this PTTL (ms); 0: no minimum
+}
+
+// newCheck is the check of a request that accounts validity for ttl
+// (0: none); relative says the masters' TTL is the one accounted (not an
+// absolute time the client read against another clock), so a yes needs a
+// PTTL that outlasts the validity.
+func newCheck(ttl time.Duration, driftFactor float64, relative bool) *checkState {
+	c := &checkState{}
+	if relative && ttl > 0 {
+		c.minPTTL = max((ttl - Drift(ttl, driftFactor)).Milliseconds(), 1)
+	}
+	return c
+}
+
+// unwrapCheck takes the check's fields off master's reply and leaves the
+// script's own reply. A reply of another shape (the script raised an
+// error) checks nothing: no yes, and the undo as without the check.
+// r.mu is held.
+func (r *Request) unwrapCheck(master int, rep *resp.Reply) {
+	c, bit := r.chk, uint16(1)<<master
+	c.seen &^= bit
+	c.had &^= bit
+	c.holds &^= bit
+	if rep.Type != resp.Array || len(rep.Elems) != 5 {
+		return
+	}
+	for _, e := range rep.Elems[1:] {
+		if e.Type != resp.Integer {
+			return
+		}
+	}
+	c.seen |= bit
+	if rep.Elems[1].Int == 1 {
+		c.had |= bit
+	}
+	if rep.Elems[2].Int == 1 {
+		c.holds |= bit
+	}
+	c.pttl[master], c.at[master] = rep.Elems[3].Int, rep.Elems[4].Int
+	*rep = rep.Elems[0]
+}
+
+// isYes is master's reply a yes vote: by the rule, and for a checked
+// request only where the master's copy holds the token for long enough.
+// r.mu is held.
+func (r *Request) isYes(master int) bool {
+	if !r.rule.IsYes(&r.replies[master], r.nkeys) {
+		return false
+	}
+	c := r.chk
+	if c == nil {
+		return true
+	}
+	bit := uint16(1) << master
+	if c.seen&bit == 0 || c.holds&bit == 0 {
+		return false
+	}
+	return c.minPTTL == 0 || c.pttl[master] == -1 || c.pttl[master] >= c.minPTTL
+}
+
+// created reports whether a failed acquisition's part on master i is its
+// own to undo: it wrote there (applied), and, checked, the token was not
+// there before it. A hash count is taken back by one whoever created the
+// field. r.mu is held.
+func (r *Request) created(i int) bool {
+	if !r.applied(i) {
+		return false
+	}
+	return r.chk == nil || r.undoOp == UndoHashDecr || r.chk.had&(1<<i) == 0
+}
