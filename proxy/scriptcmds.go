@@ -142,7 +142,8 @@ func (s *Server) awaitVerdict(c *client, body []byte, sha string) bool {
 }
 
 // checkScriptArgs checks what a call must pass for sc to mean what it was
-// understood to: enough KEYS and ARGV, database 0 where it SELECTs, a
+// understood to: enough KEYS and ARGV (for an understood script, exactly
+// the counts it was analyzed with), database 0 where it SELECTs, a
 // publish command where it takes a command name from ARGV. It returns the
 // client's error, or "".
 func checkScriptArgs(sc *catalog.Script, keys, argv [][]byte) string {
@@ -151,6 +152,10 @@ func checkScriptArgs(sc *catalog.Script, keys, argv [][]byte) string {
 		return fmt.Sprintf("ERR script %q reads KEYS[%d], but only %d KEYS were given", sc.Name, sc.MinKeys, len(keys))
 	case len(argv) < sc.MinArgs:
 		return fmt.Sprintf("ERR script %q reads ARGV[%d], but only %d ARGV were given", sc.Name, sc.MinArgs, len(argv))
+	case sc.ExactArgs && len(argv) != sc.MinArgs:
+		return fmt.Sprintf("ERR script %q was understood from runs with %d ARGV, but %d were given: a script may act otherwise on another count (#ARGV), so lockproxy runs it only with the count it analyzed", sc.Name, sc.MinArgs, len(argv))
+	case sc.MaxKeys > 0 && len(keys) > sc.MaxKeys:
+		return fmt.Sprintf("ERR script %q was understood from runs with %d and %d KEYS, but %d were given: a script may act otherwise on another count (#KEYS), so lockproxy runs it only with the counts it analyzed", sc.Name, sc.MinKeys, sc.MaxKeys, len(keys))
 	case sc.TokenArg > 0 && !sc.TokenInKeys && sc.TokenArg > len(argv):
 		return fmt.Sprintf("ERR script %q expects the lock token in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TokenArg, len(argv))
 	case sc.TokenArg > 0 && sc.TokenInKeys && sc.TokenArg > len(keys):

@@ -98,6 +98,15 @@ type Script struct {
 	// call into one such call per key and joins the replies.
 	Batch *analyze.Batch
 
+	// ExactArgs (understood scripts): a call must pass exactly MinArgs
+	// ARGV, the count the analyzer ran the script with. MaxKeys, when set,
+	// is the most KEYS a call may pass (MinKeys+1: the analyzer ran both
+	// counts; 0 when every KEYS is a lock key). A script may branch on
+	// #ARGV or #KEYS (an optional unit or force argument), which the
+	// analysis saw only at the counts it ran.
+	ExactArgs bool
+	MaxKeys   int
+
 	op *quorum.ScriptOp // how the engine runs it, built once by finish
 }
 

@@ -22,7 +22,10 @@ func fromSemantics(body []byte, sha string, sem *analyze.Semantics, maxTTL time.
 	s := &Script{
 		Name: "script " + sha[:12], Body: string(body), SHA1: sha,
 		Force: sem.Force, NoIsNoop: sem.NoIsNoop, MinKeys: sem.MinKeys, MinArgs: sem.MinArgs,
-		Semantics: sem.String(),
+		Semantics: sem.String(), ExactArgs: true,
+	}
+	if !sem.EachKey {
+		s.MaxKeys = sem.MinKeys + 1 // analyzed with MinKeys and MinKeys+1 KEYS
 	}
 	if len(s.Semantics) > maxSemantics {
 		return nil, fmt.Errorf("what it does takes %d bytes to say, more than %d: it answers or writes long constant values (a reply built with string.rep), which lock scripts do not, and lockproxy keeps what it learns of each script", len(s.Semantics), maxSemantics)
