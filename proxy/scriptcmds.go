@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -160,6 +161,9 @@ func checkScriptArgs(sc *catalog.Script, keys, argv [][]byte) string {
 		return fmt.Sprintf("ERR script %q expects the lock token in ARGV[%d], but only %d ARGV were given", sc.Name, sc.TokenArg, len(argv))
 	case sc.TokenArg > 0 && sc.TokenInKeys && sc.TokenArg > len(keys):
 		return fmt.Sprintf("ERR script %q expects the lock token in KEYS[%d], but only %d KEYS were given", sc.Name, sc.TokenArg, len(keys))
+	case sc.TokenArg > 0 && !sc.TokenInKeys && slices.Contains(sc.UndoExtra, string(argv[sc.TokenArg-1])),
+		sc.TokenArg > 0 && sc.TokenInKeys && slices.Contains(sc.UndoExtra, string(keys[sc.TokenArg-1])):
+		return fmt.Sprintf("ERR script %q writes its own marker %q beside the token: a token equal to it is not told apart from it", sc.Name, sc.UndoExtra)
 	case sc.KeyArg > len(argv):
 		return fmt.Sprintf("ERR script %q expects the lock key in ARGV[%d], but only %d ARGV were given", sc.Name, sc.KeyArg, len(argv))
 	case sc.DBArg > 0 && (sc.DBArg > len(argv) || string(argv[sc.DBArg-1]) != "0"):

@@ -122,6 +122,9 @@ func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts [
 	if err := a.roleAlternatives(sem, f, base); err != nil {
 		return err
 	}
+	if err := a.contentAlternatives(sem, f, base, keys); err != nil {
+		return err
+	}
 	return a.auxAlternatives(sem, f, base, all, consts)
 }
 
@@ -266,7 +269,7 @@ func (a *analysis) sameWithAs(sem *Semantics, f, fGot *finding, j judged, s prob
 	if err != nil || o == nil {
 		return err
 	}
-	return a.otherTTLs(sem, f, o)
+	return a.otherTTLs(sem, f, o, with)
 }
 
 // rerun runs state s with the current (alternative) values and compares
@@ -283,6 +286,12 @@ func (a *analysis) rerun(sem *Semantics, f, fGot *finding, j judged, s probeStat
 		return nil, false, err
 	}
 	want, got := a.effects(f, j.o), a.effects(fGot, o)
+	if a.judgedVals != nil { // a key's name differs from j's run
+		cur := a.vals
+		a.vals = a.judgedVals
+		want = a.effects(f, j.o)
+		a.vals = cur
+	}
 	yes := o.o.err == "" && sem.Yes.Match(&o.o.reply, a.nkeys)
 	if sem.SameReply && o.o.err == "" {
 		yes = j.yes // the reply tells nothing: the effects below decide
@@ -315,7 +324,7 @@ func (a *analysis) rerun(sem *Semantics, f, fGot *finding, j judged, s probeStat
 // unit or constant is refused (the value decides how long the lock lives,
 // in a way the probes did not read: a TTL clamped by a threshold the probe
 // values always crossed); any other expiry joins OtherTTLs.
-func (a *analysis) otherTTLs(sem *Semantics, f *finding, o *obs) error {
+func (a *analysis) otherTTLs(sem *Semantics, f *finding, o *obs, with string) error {
 	for _, name := range o.o.r.db.names() {
 		t, set, ref := a.ttlOf(o, name)
 		lock := contains(f.keys, o.o.r.pos(name))
@@ -327,7 +336,7 @@ func (a *analysis) otherTTLs(sem *Semantics, f *finding, o *obs) error {
 			sem.TTL.AddsRemaining = sem.TTL.AddsRemaining || t.AddsRemaining
 		case sem.TTL != nil && lock:
 			return &Refusal{Class: ClassBehaviour, Probe: o.name, Arg: t.Key.String(),
-				Reason: fmt.Sprintf("with another value of an argument it does not otherwise use, the script sets %s's TTL to %s, where otherwise it is %s", t.Key, t, *sem.TTL)}
+				Reason: fmt.Sprintf("%s the script sets %s's TTL to %s, where otherwise it is %s", with, t.Key, t, *sem.TTL)}
 		default:
 			sem.OtherTTLs = addTTL(sem.OtherTTLs, t)
 		}

@@ -18,7 +18,10 @@ type analysis struct {
 	hint         *finding // the lock found with one KEYS fewer
 	consts       []string // the script's constants, tried as argument values
 	cache        map[string]*obs
-	runs         int
+	// judgedVals, when set, are the values the judged states ran with,
+	// while an alternative gives a key argument another name (content.go).
+	judgedVals []string
+	runs       int
 }
 
 // Analyze decides what the Lua script body does to a lock. It returns a

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 )
 
 // The probe values are 13-digit numbers, for every argument: the lock's TTL
@@ -12,9 +11,9 @@ import (
 // script may branch on the values clients really send, clamping or
 // shrinking a TTL below a threshold, or taking a lock with no expiry for a
 // long token, and no probe would show it. roleAlternatives reruns the
-// uniform states with the TTL argument at realistic values and with tokens
-// of realistic lengths, and refuses a script that then treats the lock
-// otherwise.
+// uniform states with the TTL argument at realistic values, and refuses a
+// script that then treats the lock otherwise (tokens and keys of other
+// contents: content.go).
 
 // ttlLadder are the TTL argument's values tried, besides the script's own
 // numeric constants and their neighbours: from the shortest lock to an
@@ -24,10 +23,9 @@ var ttlLadder = []int64{1, 2, 3, 10, 99, 100, 101, 999, 1000, 1001, 5000, 9999, 
 // maxTTLAlternatives bounds the TTL values tried.
 const maxTTLAlternatives = 48
 
-// roleAlternatives tries the lock's TTL argument and its token with the
-// values above; f and base are the lock and the uniform states of
-// alternatives. The held states are built from the token's current value,
-// so the rerun's lock is f with that token.
+// roleAlternatives tries the lock's TTL argument with the values above; f
+// and base are the lock and the uniform states of alternatives. The token
+// and the keys are tried by contentAlternatives (content.go).
 func (a *analysis) roleAlternatives(sem *Semantics, f *finding, base []judged) error {
 	saved := append([]string(nil), a.vals...)
 	defer func() { a.vals, a.cache = saved, map[string]*obs{} }()
@@ -44,36 +42,7 @@ func (a *analysis) roleAlternatives(sem *Semantics, f *finding, base []judged) e
 			}
 		}
 	}
-	if f.token >= 0 && !f.tokenless {
-		for _, l := range tokenLengths {
-			v := tokenOfLength(l, saved)
-			a.vals = append([]string(nil), saved...)
-			a.vals[f.token] = v
-			a.cache = map[string]*obs{}
-			g := *f
-			g.tok = v
-			for _, j := range base {
-				if err := a.sameWithAs(sem, f, &g, j, j.o.s, fmt.Sprintf("with a token of %d bytes", l), false); err != nil {
-					return err
-				}
-			}
-		}
-	}
 	return nil
-}
-
-// tokenLengths are the token lengths tried: a one-byte id, a 16-byte hex
-// id, a UUID, a 64-byte random string.
-var tokenLengths = []int{1, 16, 36, 64}
-
-// tokenOfLength is a token of l bytes that is no other argument's value.
-func tokenOfLength(l int, vals []string) string {
-	for c := byte('t'); ; c++ {
-		v := strings.Repeat(string(c), l)
-		if !valueIn(v, vals) {
-			return v
-		}
-	}
 }
 
 // ttlValues are ttlLadder and each positive numeric constant of the script
