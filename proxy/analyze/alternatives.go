@@ -125,6 +125,9 @@ func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts [
 	if err := a.contentAlternatives(sem, f, base, keys); err != nil {
 		return err
 	}
+	if err := a.heldTTLAlternatives(sem, f, base); err != nil {
+		return err
+	}
 	return a.auxAlternatives(sem, f, base, all, consts)
 }
 

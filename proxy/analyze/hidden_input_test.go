@@ -7,7 +7,7 @@ import (
 
 // Scripts whose behaviour depends on an input the probes used to hold
 // fixed (review, helper-58, class A): the content of the lock key's name
-// and of the token. Each was accepted
+// and of the token, and the held lock's remaining TTL. Each was accepted
 // as a plain lock and gave a double grant through lockproxy; each must be
 // refused, saying which value showed it.
 var hiddenInputScripts = []struct {
@@ -51,6 +51,22 @@ return redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2])`, "with the toke
   return redis.call('del', KEYS[1])
 end
 return 0`, `with the token ARGV[1] = "admin"`},
+	// the held lock's remaining TTL
+	{"steal a lease with less than 1 s left", `if redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then return 1 end
+if redis.call('pttl', KEYS[1]) < 1000 then
+  redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2]) return 1
+end
+return 0`, "with the held lock's remaining TTL at "},
+	{"steal a lease with TTL under 3 s (seconds, rounded)", `local v = redis.call('get', KEYS[1])
+if v == false or redis.call('ttl', KEYS[1]) < 3 then
+  return redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+end
+return nil`, "with the held lock's remaining TTL at "},
+	{"extend answers yes without extending a lease about to expire", `if redis.call('get', KEYS[1]) == ARGV[1] then
+  if redis.call('pttl', KEYS[1]) < 250 then return 1 end
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0`, "with the held lock's remaining TTL at "},
 }
 
 func TestHiddenInputsRefused(t *testing.T) {

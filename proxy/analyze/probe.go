@@ -67,6 +67,9 @@ type probeState struct {
 	aux    int
 	auxVal *entry
 	auxDes string // describes auxVal in the probe's name
+	// pttl, when set, is every held lock key's remaining TTL in ms, in
+	// place of heldPTTL's (heldttl.go).
+	pttl int64
 }
 
 // tokenMark stands for the holder's token in a template.
@@ -118,6 +121,9 @@ func (a *analysis) stateName(s probeState) string {
 	if s.auxVal != nil {
 		parts = append(parts, fmt.Sprintf("%s holding %s", posName(s.aux, a.nkeys), s.auxDes))
 	}
+	if s.pttl > 0 {
+		parts = append(parts, fmt.Sprintf("held keys with %dms left", s.pttl))
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -155,6 +161,9 @@ func (a *analysis) db(s probeState, nowMS int64) keyspace {
 			hv = otherToken2
 		}
 		exp := nowMS + heldPTTL(i)
+		if s.pttl > 0 {
+			exp = nowMS + s.pttl
+		}
 		var e *entry
 		if t := s.tmpl[k.pos]; t != nil && t.typ == k.f {
 			e = fromTemplate(t, hv, nowMS)
