@@ -130,12 +130,16 @@ func wrap2(body, head, tail string) (string, error) {
 
 // checkState is what a checked request's masters reported (WrapCheck).
 type checkState struct {
-	seen    uint16 // masters whose reply had the checked shape
-	had     uint16 // the token was there before
-	holds   uint16 // the token is there after
-	pttl    [MaxMasters]int64
-	at      [MaxMasters]int64 // PEXPIRETIME after; <= 0: unknown
-	minPTTL int64             // a yes needs at least this PTTL (ms); 0: no minimum
+	seen  uint16 // masters whose reply had the checked shape
+	had   uint16 // the token was there before
+	holds uint16 // the token is there after
+	// shortened: masters sent a granted extend's shorter TTL; gen: the
+	// key's slot's write count at the grant (shorten.go)
+	shortened uint16
+	gen       uint64
+	pttl      [MaxMasters]int64
+	at        [MaxMasters]int64 // PEXPIRETIME after; <= 0: unknown
+	minPTTL   int64             // a yes needs at least this PTTL (ms); 0: no minimum
 }
 
 // newCheck is the check of a request that accounts validity for ttl

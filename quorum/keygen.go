@@ -50,8 +50,13 @@ type keySlots struct {
 }
 
 type keySlot struct {
-	mu      sync.Mutex  // protects waiting and their superseded marks
+	mu      sync.Mutex  // protects waiting and their superseded marks, and gen
 	waiting []slotEntry // failed acquisitions whose undo waits for late replies
+	// gen counts the writes dispatched to the slot's keys (supersede): a
+	// granted extend's shorter TTL goes to a master that answered after
+	// the grant only if no write of a key of the slot went out since
+	// (shorten.go).
+	gen uint64
 	// inline is waiting's first storage: a slot rarely holds more than a
 	// couple, and then the list shares the slot's 64 bytes instead of
 	// costing a cache miss of its own on every acquisition of a key.

@@ -181,6 +181,9 @@ type Request struct {
 	hashRead uint8
 	// chk: a checked script's masters' reports (check.go); nil otherwise.
 	chk *checkState
+	// shortenOn: a granted extend's shorter TTL goes to each master once
+	// it answered (shorten.go).
+	shortenOn bool
 }
 
 // Per-master state of a request. The undo of a failed acquisition depends
@@ -263,6 +266,7 @@ func (r *Request) complete(master int, rep resp.Reply, err error) {
 		if r.undoing {
 			r.undoLate(master)
 		}
+		r.shortenLate(master)
 		r.mu.Unlock()
 		return
 	}
@@ -310,6 +314,7 @@ func (r *Request) late(master int, rep resp.Reply, err error) {
 	if r.undoing {
 		r.undoLate(master)
 	}
+	r.shortenLate(master)
 }
 
 // refusedError is an error reply that says the master did not run the

@@ -30,14 +30,51 @@ const (
 	shortenDigest      // compare with the digest the tokenless extend answered
 )
 
-// sendShorten writes the granted extend's TTL on every master. r.mu is
-// held; r won, with validity left.
+// sendShorten writes the granted extend's TTL on every master that has
+// answered the extend; a master that answers later gets it then
+// (shortenLate). r.mu is held; r won, with validity left.
 func (r *Request) sendShorten() {
-	if r.shorten == shortenNone || r.Key == "" || r.TTL <= 0 {
+	if r.shorten == shortenNone || r.Key == "" || r.TTL <= 0 || r.chk == nil {
 		return
 	}
-	left := r.TTL - time.Duration(batching.Now()-r.t0)
-	ms := max(left.Milliseconds(), 1)
+	s, _ := r.e.slots.ofRequest(r, []byte(r.Key))
+	s.mu.Lock()
+	r.chk.gen = s.gen // r's own dispatch counted: the key has not passed on yet
+	s.mu.Unlock()
+	r.shortenOn = true
+	for i := range r.e.pipes {
+		r.shortenOne(i)
+	}
+}
+
+// shortenLate is sendShorten for master i, whose reply to a granted
+// extend came after the grant, and only while no write of the key (or of
+// another key of its slot) went out since: one may be queued on that
+// master ahead of the shorter TTL, keep the expiry this extend left
+// there (an extend never lowers a TTL) and be granted counting that copy,
+// which the shorter TTL would then cut. r.mu is held.
+func (r *Request) shortenLate(i int) {
+	if !r.shortenOn {
+		return
+	}
+	s, _ := r.e.slots.ofRequest(r, []byte(r.Key))
+	s.mu.Lock()
+	moved := s.gen != r.chk.gen
+	s.mu.Unlock()
+	if !moved {
+		r.shortenOne(i)
+	}
+}
+
+// shortenOne sends master i the shorter TTL, as a compare-and-set on the
+// expiry its copy had after the extend: only where the extend answered
+// with one. A master that did not keeps the longer TTL, the safe side.
+// r.mu is held.
+func (r *Request) shortenOne(i int) {
+	c := r.chk
+	if c.seen&(1<<i) == 0 || c.at[i] <= 0 || c.shortened&(1<<i) != 0 {
+		return
+	}
 	mode, val := []byte("t"), r.token
 	if r.shorten == shortenDigest {
 		rep := r.reply
@@ -49,20 +86,11 @@ func (r *Request) sendShorten() {
 	if val == nil {
 		return
 	}
-	c := r.chk
-	if c == nil {
-		return
-	}
-	key, msb := [][]byte{[]byte(r.Key)}, strconv.AppendInt(nil, ms, 10)
-	for i, p := range r.e.pipes {
-		// Only where the extend answered, with the expiry it left: a
-		// master that did not keeps the longer TTL, the safe side.
-		if c.seen&(1<<i) == 0 || c.at[i] <= 0 {
-			continue
-		}
-		cmd := AppendEvalSHA(nil, shortenScript.SHA1, key, [][]byte{msb, mode, val, strconv.AppendInt(nil, c.at[i], 10)})
-		if err := p.Submit(batching.Op{Cmd: cmd}); err != nil {
-			r.e.cfg.Logger.Debug("shorter TTL not queued; the lock keeps its longer one", "master", r.e.cfg.Masters[i], "err", err)
-		}
+	c.shortened |= 1 << i
+	left := r.TTL - time.Duration(batching.Now()-r.t0)
+	ms := strconv.AppendInt(nil, max(left.Milliseconds(), 1), 10)
+	cmd := AppendEvalSHA(nil, shortenScript.SHA1, [][]byte{[]byte(r.Key)}, [][]byte{ms, mode, val, strconv.AppendInt(nil, c.at[i], 10)})
+	if err := r.e.pipes[i].Submit(batching.Op{Cmd: cmd}); err != nil {
+		r.e.cfg.Logger.Debug("shorter TTL not queued; the lock keeps its longer one", "master", r.e.cfg.Masters[i], "err", err)
 	}
 }

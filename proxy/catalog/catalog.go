@@ -97,6 +97,10 @@ type Script struct {
 	// The fields above describe a call with one key; the proxy splits a
 	// call into one such call per key and joins the replies.
 	Batch *analyze.Batch
+	// CheckToken, when set, is the Lua expression of the holder's token
+	// the masters check the lock against (quorum.WrapCheck), where it is
+	// not the whole TokenArg (bsm's token is a prefix of the value).
+	CheckToken string
 
 	// ExactArgs (understood scripts): a call must pass exactly MinArgs
 	// ARGV, the count the analyzer ran the script with. MaxKeys, when set,
@@ -193,7 +197,10 @@ func (s *Script) check(op *quorum.ScriptOp) {
 		return
 	}
 	token := fmt.Sprintf("ARGV[%d]", s.TokenArg)
-	if s.TokenInKeys {
+	switch {
+	case s.CheckToken != "":
+		token = s.CheckToken
+	case s.TokenInKeys:
 		token = fmt.Sprintf("KEYS[%d]", s.TokenArg)
 	}
 	keys := "KEYS"

@@ -87,7 +87,10 @@ var builtins = []builtin{
 	// a caller-chosen token, a failed re-obtain is undone only where the
 	// token was not there before it, and never lowers a TTL the token's
 	// copy had (quorum.WrapCheck): the caller keeps the lock it held.
-	{"bsm-redislock-v0.9.4_obtain", Script{Name: "bsm-redislock v0.9 obtain", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 3, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: resp.ReplyNil}},
+	{"bsm-redislock-v0.9.4_obtain", Script{Name: "bsm-redislock v0.9 obtain", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 3, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: resp.ReplyNil,
+		// The holder is who holds the token, the value's first ARGV[2]
+		// bytes: a re-obtain with other metadata is its own lock.
+		CheckToken: "string.sub(ARGV[1], 1, tonumber(ARGV[2]) or 0)"}},
 	// bsm/redislock Lock.Release and node-redlock v3 unlock (same text): DEL when ours → 1, else 0.
 	{"bsm-redislock_release", Script{Name: "bsm-redislock release (node-redlock v3 release)", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// bsm/redislock Lock.Refresh and node-redlock v3 extend (same text): PEXPIRE ARGV[2] ms when ours → 1, else 0.
@@ -123,7 +126,8 @@ var builtins = []builtin{
 	{"python-redis-lock_unlock", Script{Name: "python-redis-lock unlock", Kind: quorum.Release, Yes: quorum.YesZero, NoReply: replyOne, OtherTTLs: signalTTL, Signals: signalList}},
 	// python-redis-lock 4.x Lock.extend: 1 when not ours (NotAcquired), 2 when
 	// the key has no TTL (NotExpirable), else EXPIRE ARGV[2] seconds → 0.
-	{"python-redis-lock_extend", Script{Name: "python-redis-lock extend", Kind: quorum.Extend, TokenArg: 1, Yes: quorum.YesZero, TTLArg: 2, TTLUnit: quorum.Seconds, NoReply: replyOne}},
+	// KEYS[2] is its signal list, which it does not touch: the lock is KEYS[1].
+	{"python-redis-lock_extend", Script{Name: "python-redis-lock extend", Kind: quorum.Extend, TokenArg: 1, Yes: quorum.YesZero, TTLArg: 2, TTLUnit: quorum.Seconds, NoReply: replyOne, LockKeys: []int{1}}},
 	// python-redis-lock 4.x Lock.reset: deletes the lock whoever holds it and
 	// signals waiters → DEL count of KEYS[1] (1, or 0 when it was not
 	// there); the library ignores it. Like DEL through lockproxy: 1 when a
