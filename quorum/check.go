@@ -66,10 +66,17 @@ end
 // another token held before the body, and that the body took, changed,
 // deleted or shortened, is put back as it was (DUMP, RESTORE), and that
 // master's vote is no yes: only a force acquisition touches a lock
-// another client holds, and a
-// script understood otherwise did so on a path the analyzer's probes did
-// not take (an argument's value or count, the key's name, the holder's
-// remaining TTL; review, helper-58).
+// another client holds, and a script understood otherwise did so on a
+// path the analyzer's probes did not take (an argument's value or count,
+// the key's name, the holder's remaining TTL; review, helper-58). Strings
+// and hashes only: a sorted set's members carry their own expiry, and a
+// script that takes one whose every member expired takes a free lock.
+//
+// Every run that leaves the caller's token on the key moves its expiry
+// (by 1 ms when nothing else did), so that the PEXPIRETIME an earlier
+// granted extend reported no longer matches: its shorter TTL, landing
+// late, must not cut a grant that kept the longer one (a re-take, an
+// extend asking for less than the time left; review, helper-62).
 func WrapCheck(body, keys, token string, keep, guard bool) (string, error) {
 	if strings.TrimSpace(keys) == "" || strings.TrimSpace(token) == "" {
 		return "", fmt.Errorf("a checked script needs its lock keys and token")
@@ -83,7 +90,8 @@ func WrapCheck(body, keys, token string, keep, guard bool) (string, error) {
 `
 	}
 	if guard {
-		dump = `  if not lockproxy_had[i] and lockproxy_before[i] ~= -2 then lockproxy_dump[i] = redis.call("DUMP", lockproxy_keys[i]) end
+		dump = `  local t = redis.call("TYPE", lockproxy_keys[i]).ok
+  if not lockproxy_had[i] and (t == "string" or t == "hash") then lockproxy_dump[i] = redis.call("DUMP", lockproxy_keys[i]) end
 `
 		restore += `  if lockproxy_dump[i] and (lockproxy_holds(k, lockproxy_tok) or redis.call("DUMP", k) ~= lockproxy_dump[i] or
       (lockproxy_before[i] > 0 and redis.call("PTTL", k) < lockproxy_before[i])) then
@@ -98,6 +106,11 @@ for i = 1, #lockproxy_keys do
   lockproxy_before[i] = redis.call("PTTL", lockproxy_keys[i])
   lockproxy_any = lockproxy_any or lockproxy_had[i]
 `+dump+`end
+local lockproxy_at0 = -3
+if #lockproxy_keys == 1 then
+  lockproxy_at0 = redis.pcall("PEXPIRETIME", lockproxy_keys[1])
+  if type(lockproxy_at0) ~= "number" then lockproxy_at0 = -3 end
+end
 `, `if lockproxy_reply == nil then lockproxy_reply = false end
 local lockproxy_all, lockproxy_pttl = #lockproxy_keys > 0, -1
 for i = 1, #lockproxy_keys do
@@ -110,6 +123,10 @@ local lockproxy_at = -3
 if #lockproxy_keys == 1 then
   lockproxy_at = redis.pcall("PEXPIRETIME", lockproxy_keys[1])
   if type(lockproxy_at) ~= "number" then lockproxy_at = -3 end
+  if lockproxy_all and lockproxy_at > 0 and lockproxy_at == lockproxy_at0 then
+    lockproxy_at = lockproxy_at + 1
+    redis.call("PEXPIREAT", lockproxy_keys[1], lockproxy_at)
+  end
 end
 return {lockproxy_reply, lockproxy_any and 1 or 0, lockproxy_all and 1 or 0, lockproxy_pttl, lockproxy_at}`)
 }
