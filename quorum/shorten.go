@@ -37,9 +37,9 @@ func (r *Request) sendShorten() {
 	if r.shorten == shortenNone || r.Key == "" || r.TTL <= 0 || r.chk == nil {
 		return
 	}
-	s, _ := r.e.slots.ofRequest(r, []byte(r.Key))
+	s, h := r.e.slots.ofRequest(r, []byte(r.Key))
 	s.mu.Lock()
-	r.chk.gen = s.gen // r's own dispatch counted: the key has not passed on yet
+	r.chk.gen = *r.e.slots.gen(h) // r's own dispatch counted: the key has not passed on yet
 	s.mu.Unlock()
 	r.shortenOn = true
 	for i := range r.e.pipes {
@@ -57,9 +57,9 @@ func (r *Request) shortenLate(i int) {
 	if !r.shortenOn {
 		return
 	}
-	s, _ := r.e.slots.ofRequest(r, []byte(r.Key))
+	s, h := r.e.slots.ofRequest(r, []byte(r.Key))
 	s.mu.Lock()
-	moved := s.gen != r.chk.gen
+	moved := *r.e.slots.gen(h) != r.chk.gen
 	s.mu.Unlock()
 	if !moved {
 		r.shortenOne(i)

@@ -55,7 +55,7 @@ func (e *Engine) supersede(w *Request) {
 func (e *Engine) supersedeIn(w *Request, s *keySlot, h uint64, key []byte, sent uint16, clears bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.gen++
+	*e.slots.gen(h)++
 	for _, en := range s.waiting {
 		if en.h != h {
 			continue // another key's
