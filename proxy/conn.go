@@ -446,7 +446,13 @@ func (lc *clientConn) closeWith(last []byte) {
 	lc.closed = true
 	lc.t.close(last)
 	lc.leaveHub()
+	// Its requests still waiting behind their keys are not sent (reads,
+	// acquisitions): nobody reads their replies.
+	lc.c.w.Abandon()
 	if lc.blk != nil {
+		if lc.blk.w != nil {
+			lc.blk.w.Abandon() // a pop round not sent pops nothing
+		}
 		lc.blk.finish(nil) // nobody to answer; the pipeline ends (Run)
 	}
 	delete(lc.f.conns, lc)

@@ -192,8 +192,12 @@ func (e *Engine) Submit(w *Waiter, r *Request) {
 	}
 	if r.Key != "" {
 		r.kh, r.khSet = e.keys.hash(r.Key), true
-		if !e.keys.enter(r) {
-			return // queued behind another request on the same key
+		switch e.keys.enter(r) {
+		case queued:
+			return // behind another request on the same key
+		case queueFull:
+			r.answerQueued(resp.Reply{}, &KeyQueueFullError{Max: maxKeyQueue})
+			return
 		}
 	}
 	now := r.t0 // parsed just now: saves a clock read, and counts node_timeout from the parse
@@ -210,9 +214,15 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	if r.TTL > 0 {
 		left := Validity(r.TTL, time.Duration(now-r.t0), e.cfg.DriftFactor)
 		if left <= 0 {
-			// It waited too long behind its key: nothing to send.
+			// It waited too long behind its key: nothing to send. The
+			// client hears so, not "not acquired" (or "not extended"),
+			// which would say the key is held, maybe free all along.
 			r.mu.Lock()
-			r.reply = r.lostReply()
+			if r.parent == nil {
+				r.err = &QueuedPastValidityError{Waited: time.Duration(now - r.t0), TTL: r.TTL}
+			} else {
+				r.reply = r.lostReply() // a split vote's retry: the vote was lost
+			}
 			r.decidedIn = true
 			r.mu.Unlock()
 			return true
@@ -317,6 +327,12 @@ func (e *Engine) finish(r *Request) {
 			if next == nil {
 				holder.unref()
 				return
+			}
+			if next.w.abandoned() && next.skippable() {
+				// Its client hung up while it waited: nobody reads its
+				// outcome, and not running it changes nothing.
+				next.answerQueued(resp.Reply{}, ErrClientGone)
+				continue
 			}
 			if next.exclusive && holder.exclusive && (holder.contended || holder.validity > time.Duration(batching.Now()-decidedAt)) {
 				// A plain SET NX queued while a SET NX on its key was in

@@ -1,8 +1,11 @@
 package quorum
 
 import (
+	"errors"
+	"fmt"
 	"hash/maphash"
 	"sync"
+	"time"
 )
 
 // keyTable serializes requests per key: at most one quorum attempt per key
@@ -34,16 +37,47 @@ type keyShard struct {
 	n     int        // used entries
 }
 
-// busyKey is a key with a request in flight, and the FIFO of requests
+// busyKey is a key with a request in flight, and the queue of requests
 // waiting for it (the running one is not in it). key is a copy the entry
 // owns: the requests' Key strings alias their commands, which are recycled
 // with them while the key may stay busy with the requests behind. An entry
 // is free when key is empty (r.Key is never empty here).
+//
+// The queue has two parts. The front, head to pri, holds requests that
+// went ahead of plain SET NX from other connections (releases, extends,
+// reads, scripts); the back, after pri, holds the rest in arrival order.
+// Both are FIFO, so a request joins either in O(1) (see enter).
 type busyKey struct {
 	h          uint64
 	key        []byte
 	head, tail *Request
+	pri        *Request // the front's last request; nil: the front is empty
+	queued     int32    // requests in the queue (bounded by maxKeyQueue)
+	overtook   int32    // requests put in the front since the back's first became first
 }
+
+// The bounds on one key's queue. Requests on a key run one at a time, so
+// every queued request that reaches the masters costs its key a round
+// trip; a request of a connection that closed costs none (Engine.finish).
+const (
+	// maxKeyQueue is the most requests that may wait for one key; past
+	// it a request is refused at once (KeyQueueFullError).
+	maxKeyQueue = 4096
+	// maxOvertake is how many requests may go ahead of the first request
+	// of a key's back part (a SET NX waiting its turn), over the time it
+	// is first: past it they queue behind it. A stream of reads, however
+	// fast, delays a waiting SET NX by at most maxOvertake round trips.
+	maxOvertake = 8
+)
+
+// entry is what keyTable.enter did with a request.
+type entry uint8
+
+const (
+	entered   entry = iota // the key was free: the request runs now
+	queued                 // it waits behind the key's running request
+	queueFull              // the key's queue is full: the request is refused
+)
 
 func (t *keyTable) init() {
 	t.seed = maphash.MakeSeed()
@@ -74,9 +108,22 @@ func (s *keyShard) find(h uint64, key string) (int, bool) {
 // shard.
 func home(h uint64, mask int) int { return int(h/keyShards) & mask }
 
-// enter marks the key busy for r and returns true, or queues r behind the
-// running request and returns false.
-func (t *keyTable) enter(r *Request) bool {
+// enter marks the key busy for r (entered), or queues r behind the
+// running request (queued), or refuses it when maxKeyQueue requests wait
+// already (queueFull).
+//
+// A plain SET NX, which cannot succeed while another request on the key
+// holds it, joins the back. Other requests (releases, extends, deletes,
+// reads, scripts) join the front, ahead of the SET NX that other
+// connections queued (concurrent requests, which the proxy may order as
+// it likes): a holder's release must not wait behind a crowd of
+// acquisitions that cannot succeed until it is done. Two exceptions join
+// the back instead, so that nobody waits for ever and order is kept:
+//   - maxOvertake requests went ahead of the back's first already;
+//   - r's connection has a request of its own in some key's back (one
+//     client's pipeline runs in the order it was sent; the back it waits
+//     in may be this key's, and the table does not look which).
+func (t *keyTable) enter(r *Request) entry {
 	s := &t.shards[r.kh%keyShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -90,46 +137,44 @@ func (t *keyTable) enter(r *Request) bool {
 		b.h = r.kh
 		b.key = append(b.key[:0], r.Key...)
 		s.n++
-		return true
+		return entered
 	}
 	b := &s.slots[i]
-	if !r.exclusive {
-		// Releases, extends, deletes and reads go ahead of the plain SET
-		// NX that other connections queued (concurrent requests, which the
-		// proxy may order as it likes): a holder's release must not wait
-		// behind a crowd of acquisitions that cannot succeed until it is
-		// done. Never ahead of anything its own connection sent earlier:
-		// one client's pipeline runs in the order it was sent.
-		var prev *Request
-		for at := b.head; at != nil; at = at.next {
-			if !at.exclusive || at.w == r.w {
-				prev = at
-			}
-		}
-		var at *Request
-		if prev == nil {
-			at = b.head
-		} else {
-			at = prev.next
-		}
-		r.next = at
-		if prev == nil {
+	if b.queued >= maxKeyQueue {
+		return queueFull
+	}
+	b.queued++
+	backEmpty := b.tail == b.pri
+	switch {
+	case backEmpty && !r.exclusive:
+		// Nothing to go ahead of: the end of the front.
+		b.append(r)
+		b.pri = r
+	case r.exclusive || b.overtook >= maxOvertake || r.w.inBack() > 0:
+		b.append(r)
+		r.w.backed(1)
+	default:
+		if b.pri == nil {
+			r.next = b.head
 			b.head = r
 		} else {
-			prev.next = r
+			r.next = b.pri.next
+			b.pri.next = r
 		}
-		if at == nil {
-			b.tail = r
-		}
-		return false
+		b.pri = r
+		b.overtook++
 	}
+	return queued
+}
+
+// append puts r at the end of b's queue.
+func (b *busyKey) append(r *Request) {
 	if b.tail == nil {
 		b.head = r
 	} else {
 		b.tail.next = r
 	}
 	b.tail = r
-	return false
 }
 
 // leave is called when the running request on key (whose hash is h) is
@@ -153,6 +198,15 @@ func (t *keyTable) leave(h uint64, key string) *Request {
 	if b.head == nil {
 		b.tail = nil
 	}
+	if r == b.pri {
+		b.pri = nil // the front is empty
+	} else if b.pri == nil {
+		// r was the back's first: the next one gets its own
+		// maxOvertake.
+		r.w.backed(-1)
+		b.overtook = 0
+	}
+	b.queued--
 	r.next = nil
 	return r
 }
@@ -170,7 +224,7 @@ func (s *keyShard) remove(i int) {
 		}
 	}
 	b := &s.slots[i]
-	b.h, b.head, b.tail = 0, nil, nil
+	b.h, b.head, b.tail, b.pri, b.queued, b.overtook = 0, nil, nil, nil, 0, 0
 	b.key = b.key[:0]
 	if cap(b.key) > maxKeptKey {
 		b.key = nil
@@ -205,4 +259,41 @@ func (s *keyShard) resize(n int) {
 		}
 		s.slots[i] = b
 	}
+}
+
+// KeyQueueFullError refuses a request on a key that maxKeyQueue requests
+// wait for already: they run one at a time, each a round trip.
+type KeyQueueFullError struct{ Max int }
+
+func (e *KeyQueueFullError) Error() string {
+	return fmt.Sprintf("ERR too many requests wait for this key in lockproxy (%d, fixed): requests on one key run one at a time; not sent, retry later", e.Max)
+}
+
+// QueuedPastValidityError is an acquisition or extension that was not
+// sent: its validity (TTL minus the clock drift allowance) ran out while
+// it waited behind other requests on its key. Whether the key is held is
+// not known.
+type QueuedPastValidityError struct{ Waited, TTL time.Duration }
+
+func (e *QueuedPastValidityError) Error() string {
+	return fmt.Sprintf("ERR not tried: this request waited %v in lockproxy behind other requests on the same key, past its validity (TTL %v minus the clock drift allowance); whether the key is held is not known: retry",
+		e.Waited.Round(time.Millisecond), e.TTL)
+}
+
+// ErrClientGone decides a queued request whose client hung up (Abandon).
+var ErrClientGone = errors.New("ERR not sent: the client's connection closed while the request waited behind its key")
+
+// skippable reports whether not running r changes nothing but its own
+// outcome: a read (a GET, PTTL, EXISTS, read script, a blocking pop's
+// round, which pops nothing if not run), or an acquisition (as if it had
+// lost). Releases, extends, deletes, counters and re-pushes run even for a
+// client that hung up, as Redis runs the commands it has read.
+func (r *Request) skippable() bool {
+	switch r.kind {
+	case Acquire:
+		return true
+	case Read:
+		return r.agg != AggEach
+	}
+	return false
 }

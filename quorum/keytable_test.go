@@ -11,7 +11,7 @@ import (
 // which did not go through Submit to get their key's hash.
 func (t *keyTable) enterKey(r *Request) bool {
 	r.kh = t.hash(r.Key)
-	return t.enter(r)
+	return t.enter(r) == entered
 }
 
 func (t *keyTable) leaveKey(key string) *Request { return t.leave(t.hash(key), key) }
@@ -48,7 +48,7 @@ func TestKeyTableMatchesModel(t *testing.T) {
 					key := fmt.Sprintf("k%d", rnd.IntN(nkeys))
 					r := &Request{Key: key, kh: hash(key), exclusive: true}
 					q, isBusy := model[key]
-					if got := kt.enter(r); got == isBusy {
+					if got := kt.enter(r) == entered; got == isBusy {
 						t.Fatalf("step %d: enter(%q) = %v, key busy: %v", step, key, got, isBusy)
 					}
 					if !isBusy {

@@ -12,6 +12,12 @@ type Waiter struct {
 	ch      chan struct{} // cap 1: pending reached zero
 	notify  func()        // instead of ch (NewWaiterFunc)
 	pending atomic.Int32
+	// back counts this connection's requests waiting in the back of a
+	// key's queue (keytable.go): while there are any, its other requests
+	// do not go ahead of other connections' SET NX, so that its own
+	// commands keep their order.
+	back atomic.Int32
+	gone atomic.Bool // Abandon was called
 }
 
 // NewWaiter returns an idle Waiter for Wait.
@@ -45,6 +51,33 @@ func (w *Waiter) signal() {
 	select {
 	case w.ch <- struct{}{}:
 	default:
+	}
+}
+
+// Abandon says that nobody will read the outcomes of w's requests any more
+// (the client's connection closed). Those still waiting behind their key
+// that change nothing when skipped (reads, acquisitions) are then decided
+// without being sent, when their turn comes: a client that pipelined
+// thousands of reads on a key and hung up costs the key no round trip for
+// them. Requests already sent complete as usual.
+func (w *Waiter) Abandon() { w.gone.Store(true) }
+
+// abandoned reports whether Abandon was called; false for nil (requests
+// built in tests).
+func (w *Waiter) abandoned() bool { return w != nil && w.gone.Load() }
+
+// inBack and backed count w's requests in keys' back queues; a nil w
+// (requests built in tests) has none.
+func (w *Waiter) inBack() int32 {
+	if w == nil {
+		return 0
+	}
+	return w.back.Load()
+}
+
+func (w *Waiter) backed(d int32) {
+	if w != nil {
+		w.back.Add(d)
 	}
 }
 
