@@ -2,7 +2,7 @@ package proxy
 
 import (
 	"io"
-	"path"
+
 	"sort"
 	"strconv"
 	"strings"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/proxy/ops"
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
 )
 
 // cmdInfo: INFO [section…]. Describes lockproxy, never a master; answered
@@ -89,17 +90,29 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 	if hub := s.cfg.Hub; hub != nil {
 		params["notify-keyspace-events"] = hub.KeyspaceEvents()
 	}
+	// Each setting once, however many patterns match it, as Redis 7
+	// (config.c, configGetCommand); matched as Redis matches them, case
+	// insensitively (pubsub.Match: Redis's stringmatchlen, whose time a
+	// long pattern cannot blow up against these short names; path.Match
+	// took half a second for a 1 MiB "*a*a…"). Once every setting matched,
+	// the rest of the patterns cannot add one: 65,530 "*" rendered every
+	// setting 65,530 times (40 MB per command, review helper-59).
 	var pairs [][2]string
+	seen := make(map[string]bool, len(params))
 	for _, pat := range args[2:] {
+		if len(seen) == len(params) {
+			break
+		}
 		p := strings.ToLower(string(pat))
 		names := make([]string, 0, len(params))
 		for k := range params {
-			if ok, _ := path.Match(p, k); ok {
+			if !seen[k] && pubsub.Match(p, k) {
 				names = append(names, k)
 			}
 		}
 		sort.Strings(names)
 		for _, k := range names {
+			seen[k] = true
 			pairs = append(pairs, [2]string{k, params[k]})
 		}
 	}
