@@ -324,6 +324,7 @@ func (lc *clientConn) pipeline(data []byte, owned bool) (cut bool) {
 func (lc *clientConn) resumeScript() {
 	defer lc.recoverPanic()
 	lc.awaitScript = false
+	lc.c.analysis = nil
 	if lc.closed {
 		lc.rest = nil
 		return
@@ -449,6 +450,14 @@ func (lc *clientConn) closeWith(last []byte) {
 	// Its requests still waiting behind their keys are not sent (reads,
 	// acquisitions): nobody reads their replies.
 	lc.c.w.Abandon()
+	if lc.c.analysis != nil {
+		// Nobody waits for the verdict here any more: an analysis nobody
+		// else waits for is not run, or stopped (review, helper-59: 66
+		// clients that sent a heavy script and hung up kept the analyzer
+		// busy for everyone).
+		lc.f.s.understood.Leave(lc.c.analysis)
+		lc.c.analysis = nil
+	}
 	if lc.blk != nil {
 		if lc.blk.w != nil {
 			lc.blk.w.Abandon() // a pop round not sent pops nothing

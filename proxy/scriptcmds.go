@@ -135,7 +135,7 @@ func (s *Server) awaitVerdict(c *client, body []byte, sha string) bool {
 		return false
 	}
 	if c.resume != nil {
-		c.deferred = true
+		c.deferred, c.analysis = true, job
 		return false
 	}
 	<-job.Done()

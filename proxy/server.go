@@ -219,6 +219,9 @@ type client struct {
 	// command waits for the analysis.
 	resume   func()
 	deferred bool
+	// analysis is the one deferred on, until resumed: a connection that
+	// closes meanwhile leaves it (catalog.Understander.Leave).
+	analysis *catalog.Analysis
 	// conn is the connection this client is (pub/sub's Subscriber, the
 	// blocked BLPOP's). blocking: a BLPOP parked the pipeline; the
 	// commands after it run once it is answered.

@@ -47,6 +47,13 @@ type Analysis struct {
 	sc      *Script
 	err     error
 	waiters []func()
+	// wanted counts the clients waiting for it (Start) that have not left
+	// (Leave); at 0 it is not started, or stopped (ctx cancelled), and
+	// nothing is recorded. Under Understander.mu.
+	wanted  int
+	settled bool
+	ctx     context.Context
+	cancel  context.CancelFunc
 }
 
 // Bounds of the Understander.
@@ -120,12 +127,14 @@ func (u *Understander) Start(body []byte, sha string, then func()) (*Analysis, e
 		if then != nil {
 			j.waiters = append(j.waiters, then)
 		}
+		j.wanted++
 		return j, nil
 	}
 	if len(u.inflight) >= u.max {
 		return nil, errBusy
 	}
-	j := &Analysis{done: make(chan struct{})}
+	j := &Analysis{done: make(chan struct{}), wanted: 1}
+	j.ctx, j.cancel = context.WithCancel(u.ctx)
 	if then != nil {
 		j.waiters = append(j.waiters, then)
 	}
@@ -134,18 +143,49 @@ func (u *Understander) Start(body []byte, sha string, then func()) (*Analysis, e
 	return j, nil
 }
 
+// Leave says that one client that Start returned j to no longer waits
+// for it (its connection closed). When none does, j is not run, or is
+// stopped if running, its slot is free at once, and no verdict is
+// recorded (the next client that sends the script has it analyzed again).
+func (u *Understander) Leave(j *Analysis) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if j.settled || j.wanted == 0 {
+		return
+	}
+	if j.wanted--; j.wanted > 0 {
+		return
+	}
+	for sha, x := range u.inflight {
+		if x == j {
+			delete(u.inflight, sha)
+			break
+		}
+	}
+	j.cancel()
+}
+
 // Done is closed once the analysis's outcome is known (Lookup has it).
 func (j *Analysis) Done() <-chan struct{} { return j.done }
 
 func (u *Understander) run(body []byte, sha string, j *Analysis) {
 	select {
 	case u.running <- struct{}{}:
-	case <-u.ctx.Done():
-		u.settle(sha, j, nil, &refusal{msg: "lockproxy is shutting down"})
+	case <-j.ctx.Done():
+		u.settle(sha, j, nil, u.stopped())
 		return
 	}
-	sem, err := u.analyze(u.ctx, body)
+	if j.ctx.Err() != nil {
+		<-u.running
+		u.settle(sha, j, nil, u.stopped())
+		return
+	}
+	sem, err := u.analyze(j.ctx, body)
 	<-u.running
+	if j.ctx.Err() != nil {
+		u.settle(sha, j, nil, u.stopped())
+		return
+	}
 	var sc *Script
 	if err == nil {
 		sc, err = fromSemantics(body, sha, sem, u.maxTTL, u.drift)
@@ -156,11 +196,26 @@ func (u *Understander) run(body []byte, sha string, j *Analysis) {
 	u.settle(sha, j, sc, err)
 }
 
-// settle records an analysis's outcome and tells its waiters.
+// stopped is the refusal of an analysis stopped before its verdict: at
+// shutdown, or because no client waits for it (Leave).
+func (u *Understander) stopped() error {
+	if u.ctx.Err() != nil {
+		return &refusal{msg: "lockproxy is shutting down"}
+	}
+	return &refusal{msg: "its analysis was stopped: no client waits for it"}
+}
+
+// settle records an analysis's outcome and tells its waiters. An analysis
+// stopped (shutdown, Leave) records nothing.
 func (u *Understander) settle(sha string, j *Analysis, sc *Script, err error) {
 	u.mu.Lock()
-	delete(u.inflight, sha)
-	if u.ctx.Err() == nil {
+	j.settled = true
+	if u.inflight[sha] == j {
+		delete(u.inflight, sha)
+	}
+	stopped := j.ctx.Err() != nil
+	j.cancel() // releases the context's resources
+	if !stopped {
 		u.known[sha] = u.lru.PushFront(&understoodScript{sha: sha, sc: sc, err: err})
 		for u.lru.Len() > u.keep {
 			old := u.lru.Back()
