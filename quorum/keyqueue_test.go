@@ -92,8 +92,9 @@ func TestReadsCannotStarveQueuedSetNX(t *testing.T) {
 	}
 }
 
-// TestKeyQueueBounded: at most maxKeyQueue requests wait for one key; the
-// next is refused at once with an error that says so, and is not sent.
+// TestKeyQueueBounded: at most maxKeyQueue requests wait for one key, of
+// which at most half reads and acquisitions; the next is refused at once
+// with an error that says so, and is not sent.
 // 30 connections x 2000 pipelined PTTL queued 60,000 round trips on one
 // key (review, helper-59). Remove the queueFull check to see it fail.
 func TestKeyQueueBounded(t *testing.T) {
@@ -104,20 +105,29 @@ func TestKeyQueueBounded(t *testing.T) {
 	e.Submit(NewWaiter(), holder)
 	w := NewWaiter()
 	var rs []*Request
-	for range maxKeyQueue + 10 {
+	for range maxKeyQueue/2 + 10 {
 		r := e.PTTL([]byte("k"), batching.Now())
 		e.Submit(w, r)
 		rs = append(rs, r)
 	}
 	for i, r := range rs {
-		if i < maxKeyQueue {
+		if i < maxKeyQueue/2 {
 			if r.Decided() {
 				t.Fatalf("request #%d decided while it should wait: %v", i, r.err)
 			}
 			continue
 		}
 		if !r.Decided() || r.err == nil || !strings.HasPrefix(r.err.Error(), "ERR too many requests wait for this key") {
-			t.Fatalf("request #%d past the bound: decided %v, err %v; want refused", i, r.Decided(), r.err)
+			t.Fatalf("read #%d past half the bound: decided %v, err %v; want refused", i, r.Decided(), r.err)
+		}
+	}
+	// Reads filled their half: a holder's release (a DEL here) still
+	// finds room, up to the bound.
+	for i := maxKeyQueue / 2; i < maxKeyQueue+10; i++ {
+		r := e.Del([][]byte{[]byte("k")}, batching.Now())
+		e.Submit(w, r)
+		if full := r.Decided(); full != (i >= maxKeyQueue) {
+			t.Fatalf("DEL with %d requests waiting: refused %v (%v)", i, full, r.err)
 		}
 	}
 	if n := len(sentTo(fps[0])); n != 1 {

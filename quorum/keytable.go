@@ -61,7 +61,9 @@ type busyKey struct {
 // trip; a request of a connection that closed costs none (Engine.finish).
 const (
 	// maxKeyQueue is the most requests that may wait for one key; past
-	// it a request is refused at once (KeyQueueFullError).
+	// it a request is refused at once (KeyQueueFullError). Reads and
+	// acquisitions are refused past half of it, so that releases,
+	// extends and deletes still find room.
 	maxKeyQueue = 4096
 	// maxOvertake is how many requests may go ahead of the first request
 	// of a key's back part (a SET NX waiting its turn), over the time it
@@ -140,7 +142,9 @@ func (t *keyTable) enter(r *Request) entry {
 		return entered
 	}
 	b := &s.slots[i]
-	if b.queued >= maxKeyQueue {
+	if b.queued >= maxKeyQueue || (b.queued >= maxKeyQueue/2 && r.skippable()) {
+		// Reads and acquisitions take at most half: a flood of reads
+		// must not refuse the holder's release.
 		return queueFull
 	}
 	b.queued++
