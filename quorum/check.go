@@ -72,11 +72,14 @@ end
 // and hashes only: a sorted set's members carry their own expiry, and a
 // script that takes one whose every member expired takes a free lock.
 //
-// Every run that leaves the caller's token on the key moves its expiry
-// (by 1 ms when nothing else did), so that the PEXPIRETIME an earlier
-// granted extend reported no longer matches: its shorter TTL, landing
-// late, must not cut a grant that kept the longer one (a re-take, an
-// extend asking for less than the time left; review, helper-62).
+// Every run that leaves the caller's token on a lock key moves that key's
+// expiry (by 1 ms when nothing else did), so that the PEXPIRETIME an
+// earlier granted extend reported no longer matches: its shorter TTL,
+// landing late, must not cut a grant that kept the longer one (a re-take,
+// an extend asking for less than the time left, one over several keys;
+// reviews, helper-62, helper-63). So a lock re-taken or extended several
+// times within one millisecond outlives its TTL by as many milliseconds:
+// liveness only, no client's validity grows.
 func WrapCheck(body, keys, token string, keep, guard bool) (string, error) {
 	if strings.TrimSpace(keys) == "" || strings.TrimSpace(token) == "" {
 		return "", fmt.Errorf("a checked script needs its lock keys and token")
@@ -106,10 +109,10 @@ for i = 1, #lockproxy_keys do
   lockproxy_before[i] = redis.call("PTTL", lockproxy_keys[i])
   lockproxy_any = lockproxy_any or lockproxy_had[i]
 `+dump+`end
-local lockproxy_at0 = -3
-if #lockproxy_keys == 1 then
-  lockproxy_at0 = redis.pcall("PEXPIRETIME", lockproxy_keys[1])
-  if type(lockproxy_at0) ~= "number" then lockproxy_at0 = -3 end
+local lockproxy_at0 = {}
+for i = 1, #lockproxy_keys do
+  lockproxy_at0[i] = redis.pcall("PEXPIRETIME", lockproxy_keys[i])
+  if type(lockproxy_at0[i]) ~= "number" then lockproxy_at0[i] = -3 end
 end
 `, `if lockproxy_reply == nil then lockproxy_reply = false end
 local lockproxy_all, lockproxy_pttl = #lockproxy_keys > 0, -1
@@ -120,13 +123,14 @@ for i = 1, #lockproxy_keys do
   if p ~= -1 and (lockproxy_pttl == -1 or p < lockproxy_pttl) then lockproxy_pttl = p end
 end
 local lockproxy_at = -3
-if #lockproxy_keys == 1 then
-  lockproxy_at = redis.pcall("PEXPIRETIME", lockproxy_keys[1])
-  if type(lockproxy_at) ~= "number" then lockproxy_at = -3 end
-  if lockproxy_all and lockproxy_at > 0 and lockproxy_at == lockproxy_at0 then
-    lockproxy_at = lockproxy_at + 1
-    redis.call("PEXPIREAT", lockproxy_keys[1], lockproxy_at)
+for i = 1, #lockproxy_keys do
+  local at = redis.pcall("PEXPIRETIME", lockproxy_keys[i])
+  if type(at) ~= "number" then at = -3 end
+  if at > 0 and at == lockproxy_at0[i] and lockproxy_holds(lockproxy_keys[i], lockproxy_tok) then
+    at = at + 1
+    redis.call("PEXPIREAT", lockproxy_keys[i], at)
   end
+  if #lockproxy_keys == 1 then lockproxy_at = at end
 end
 return {lockproxy_reply, lockproxy_any and 1 or 0, lockproxy_all and 1 or 0, lockproxy_pttl, lockproxy_at}`)
 }

@@ -163,8 +163,12 @@ func (s *Script) finish() *Script {
 	if s.masterSHA != "" {
 		op.Body, op.SHA1 = s.masterBody, s.masterSHA
 	}
-	if (s.Kind == quorum.Extend || s.Kind == quorum.AcquireOrExtend) && op.Body != "" && op.RunAs == "" {
-		// An extend never shortens a lock on a master (WrapNoShorten).
+	fenced := s.Kind == quorum.Acquire && !op.Counter.IsZero()
+	if (s.Kind == quorum.Extend || s.Kind == quorum.AcquireOrExtend || fenced) && op.Body != "" && op.RunAs == "" {
+		// An extend never shortens a lock on a master (WrapNoShorten);
+		// nor does a fenced acquire, which is not checked (check): a
+		// fenced re-entry with a shorter lease, granted or not, lowered
+		// the holder's TTL (Redisson's RFencedLock; review, helper-63).
 		keys := make([]quorum.Arg, 0, len(s.LockKeys))
 		if s.KeyArg > 0 {
 			keys = append(keys, quorum.Arg{Index: s.KeyArg})
