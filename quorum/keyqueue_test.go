@@ -103,11 +103,10 @@ func TestKeyQueueBounded(t *testing.T) {
 	e.cfg.NodeTimeout = time.Minute // no deadline decides anything here
 	holder := e.Get([]byte("k"), batching.Now())
 	e.Submit(NewWaiter(), holder)
-	w := NewWaiter()
 	var rs []*Request
 	for range maxKeyQueue/2 + 10 {
 		r := e.PTTL([]byte("k"), batching.Now())
-		e.Submit(w, r)
+		e.Submit(NewWaiter(), r) // one connection each: a flood
 		rs = append(rs, r)
 	}
 	for i, r := range rs {
@@ -125,13 +124,25 @@ func TestKeyQueueBounded(t *testing.T) {
 	// finds room, up to the bound.
 	for i := maxKeyQueue / 2; i < maxKeyQueue+10; i++ {
 		r := e.Del([][]byte{[]byte("k")}, batching.Now())
-		e.Submit(w, r)
+		e.Submit(NewWaiter(), r)
 		if full := r.Decided(); full != (i >= maxKeyQueue) {
 			t.Fatalf("DEL with %d requests waiting: refused %v (%v)", i, full, r.err)
 		}
 	}
-	if n := len(sentTo(fps[0])); n != 1 {
-		t.Fatalf("%d requests sent, want only the running one", n)
+	// One connection's own pipeline is not a flood: its requests do not
+	// count against its later ones (its read-ahead bounds them), and all
+	// of them wait, as on Redis (review, helper-64).
+	e.Submit(NewWaiter(), e.Get([]byte("k2"), batching.Now()))
+	w := NewWaiter()
+	for i := range maxKeyQueue + 10 {
+		r := e.PTTL([]byte("k2"), batching.Now())
+		e.Submit(w, r)
+		if r.Decided() {
+			t.Fatalf("one connection's PTTL #%d refused: %v", i, r.err)
+		}
+	}
+	if n := len(sentTo(fps[0])); n != 2 {
+		t.Fatalf("%d requests sent, want only the two running ones", n)
 	}
 }
 

@@ -142,12 +142,15 @@ func (t *keyTable) enter(r *Request) entry {
 		return entered
 	}
 	b := &s.slots[i]
-	if b.queued >= maxKeyQueue || (b.queued >= maxKeyQueue/2 && r.skippable()) {
-		// Reads and acquisitions take at most half: a flood of reads
-		// must not refuse the holder's release.
+	// Only other connections' requests count: one client's pipeline of
+	// reads on a key, bounded by its read-ahead, is answered in full, as
+	// Redis would (review, helper-64). Reads and acquisitions take at
+	// most half: a flood of reads must not refuse the holder's release.
+	if others := b.queued - r.w.inQueues(); others >= maxKeyQueue || (others >= maxKeyQueue/2 && r.skippable()) {
 		return queueFull
 	}
 	b.queued++
+	r.w.queuedIn(1)
 	backEmpty := b.tail == b.pri
 	switch {
 	case backEmpty && !r.exclusive:
@@ -211,6 +214,7 @@ func (t *keyTable) leave(h uint64, key string) *Request {
 		b.overtook = 0
 	}
 	b.queued--
+	r.w.queuedIn(-1)
 	r.next = nil
 	return r
 }

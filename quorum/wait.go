@@ -17,7 +17,11 @@ type Waiter struct {
 	// do not go ahead of other connections' SET NX, so that its own
 	// commands keep their order.
 	back atomic.Int32
-	gone atomic.Bool // Abandon was called
+	// queued counts this connection's requests waiting in keys' queues:
+	// they do not count against a key's bound for its own later requests
+	// (keytable.go), as a connection's read-ahead already bounds them.
+	queued atomic.Int32
+	gone   atomic.Bool // Abandon was called
 }
 
 // NewWaiter returns an idle Waiter for Wait.
@@ -78,6 +82,20 @@ func (w *Waiter) inBack() int32 {
 func (w *Waiter) backed(d int32) {
 	if w != nil {
 		w.back.Add(d)
+	}
+}
+
+// inQueues and queuedIn count w's requests waiting in keys' queues.
+func (w *Waiter) inQueues() int32 {
+	if w == nil {
+		return 0
+	}
+	return w.queued.Load()
+}
+
+func (w *Waiter) queuedIn(d int32) {
+	if w != nil {
+		w.queued.Add(d)
 	}
 }
 
