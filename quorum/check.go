@@ -81,6 +81,19 @@ end
 // times within one millisecond outlives its TTL by as many milliseconds:
 // liveness only, no client's validity grows.
 func WrapCheck(body, keys, token string, keep, guard bool) (string, error) {
+	return wrapCheck(body, keys, token, "", keep, guard)
+}
+
+// wrapCheck is WrapCheck; capMS, when set, is a Lua expression of the
+// most PTTL (ms) the script may leave (CappedExtendScript's max_ttl): a
+// bump that would pass it moves the expiry 1 ms earlier instead, which the
+// drift allowance's 2 ms leave room for (and the next run that asks for the
+// cap sets it again).
+func wrapCheck(body, keys, token, capMS string, keep, guard bool) (string, error) {
+	up := "at + 1"
+	if capMS != "" {
+		up = "((redis.call(\"PTTL\", lockproxy_keys[i]) + 1 > " + capMS + ") and at - 1 or at + 1)"
+	}
 	if strings.TrimSpace(keys) == "" || strings.TrimSpace(token) == "" {
 		return "", fmt.Errorf("a checked script needs its lock keys and token")
 	}
@@ -127,7 +140,7 @@ for i = 1, #lockproxy_keys do
   local at = redis.pcall("PEXPIRETIME", lockproxy_keys[i])
   if type(at) ~= "number" then at = -3 end
   if at > 0 and at == lockproxy_at0[i] and lockproxy_holds(lockproxy_keys[i], lockproxy_tok) then
-    at = at + 1
+    at = `+up+`
     redis.call("PEXPIREAT", lockproxy_keys[i], at)
   end
   if #lockproxy_keys == 1 then lockproxy_at = at end

@@ -17,9 +17,10 @@ func newScript(body string) Script {
 	return Script{Body: body, SHA1: ScriptSHA1(body)}
 }
 
-// newCheckedScript is newScript of body wrapped by WrapCheck.
-func newCheckedScript(keys, token, body string) Script {
-	b, err := WrapCheck(body, keys, token, false, true)
+// newCheckedScript is newScript of body wrapped by WrapCheck, leaving at
+// most capMS of PTTL ("": no cap known).
+func newCheckedScript(keys, token, capMS, body string) Script {
+	b, err := wrapCheck(body, keys, token, capMS, false, true)
 	if err != nil {
 		panic(err)
 	}
@@ -50,7 +51,7 @@ return r`)
 	// figure validity is accounted with. It never lowers the key's TTL: a
 	// renewal that fails, or lands late, must not end a lock its holder
 	// still holds (WrapNoShorten says why). Checked (WrapCheck).
-	CappedExtendScript = newCheckedScript("{KEYS[1]}", "ARGV[1]", `local token = redis.call("GET", KEYS[1])
+	CappedExtendScript = newCheckedScript("{KEYS[1]}", "ARGV[1]", "tonumber(ARGV[4])", `local token = redis.call("GET", KEYS[1])
 if not token or token ~= ARGV[1] then return 0 end
 local expiration = redis.call("PTTL", KEYS[1])
 if not expiration then expiration = 0 end
@@ -111,7 +112,7 @@ return r`)
 	// quorum; once that copy was gone, A's extended lock stood on a
 	// minority and a third client was granted it (review, helper-52).
 	// Checked (WrapCheck), with no token: the digest compares copies.
-	extendScript = newCheckedScript("{KEYS[1]}", "nil", digestLua+`local before = redis.call("PTTL", KEYS[1])
+	extendScript = newCheckedScript("{KEYS[1]}", "nil", "", digestLua+`local before = redis.call("PTTL", KEYS[1])
 if before < 0 then return 0 end
 if tonumber(ARGV[1]) > before then redis.call("PEXPIRE", KEYS[1], ARGV[1]) end
 return {1, lockproxy_digest(KEYS[1])}`)

@@ -46,8 +46,10 @@ func TestAbandonedAnalysesFreeTheirSlots(t *testing.T) {
 	if err != nil || kept != jobs[0] {
 		t.Fatalf("joining an analysis: %v", err)
 	}
-	for _, j := range jobs {
-		u.Leave(j) // their clients hung up
+	// Their clients hung up: the waiting ones first, so that no slot a
+	// cancelled analysis frees meanwhile starts one about to be left.
+	for i := len(jobs) - 1; i >= 0; i-- {
+		u.Leave(jobs[i])
 	}
 	j, err := u.Start([]byte("new"), fmt.Sprintf("%040d", 999), nil)
 	if err != nil {
