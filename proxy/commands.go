@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 
 	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
@@ -113,7 +114,33 @@ func (s *Server) command(c *client, args [][]byte) {
 		c.errorf("%s", msg)
 		return
 	}
+	if c.conn != nil && len(c.slots) > 0 && overKeys(name, args) {
+		// A command over several keys takes no place in the key table,
+		// so it would go out before the commands ahead of it in the
+		// pipeline that still wait for their keys (a DEL running before
+		// the same connection's SET NX; review, helper-64): it runs once
+		// their replies are out, first in the next pipeline, as BLPOP.
+		c.barrier = true
+		return
+	}
 	spec.fn(s, c, args)
+}
+
+// overKeys reports whether a command names several keys and so is not
+// ordered by the key table: DEL, UNLINK or EXISTS of more than one key,
+// EVAL or EVALSHA with more than one KEYS.
+func overKeys(name []byte, args [][]byte) bool {
+	switch string(name) {
+	case "del", "unlink", "exists":
+		return len(args) > 2
+	case "eval", "evalsha", "eval_ro", "evalsha_ro":
+		if len(args) < 3 {
+			return false
+		}
+		n, err := strconv.Atoi(string(args[2]))
+		return err == nil && n > 1
+	}
+	return false
 }
 
 func lowerName(buf *[16]byte, b []byte) []byte {

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
 )
 
 func cmdRESP(args ...string) string {
@@ -73,5 +76,44 @@ func TestOneClientsPipelineOfReadsAnswered(t *testing.T) {
 	t.Logf("%d of %d PTTL answered with an error; first: %s", errs, n, first)
 	if errs > 0 {
 		t.Fatalf("a single client's pipeline of %d reads got %d errors", n, errs)
+	}
+}
+
+// TestMultiKeyCommandKeepsPipelineOrder: a pipeline [SET k NX, DEL k
+// other] while k is busy. The DEL names two keys, takes no place in the
+// key table, and went out before the SET NX still waiting for k: k stayed
+// held by tokA for 30 s while the client believed it deleted (review,
+// helper-64). On Redis the DEL runs second and frees k.
+func TestMultiKeyCommandKeepsPipelineOrder(t *testing.T) {
+	c := startCluster(t, 3, func(_ *proxy.Config, qc *quorum.Config) { qc.NodeTimeout = 2 * time.Second })
+	for _, m := range c.masters {
+		if err := m.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := net.Dial("tcp", c.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.Write([]byte(cmdRESP("GET", "k"))) // k busy while the masters are paused
+	time.Sleep(50 * time.Millisecond)
+	a, err := net.Dial("tcp", c.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.Write([]byte(cmdRESP("SET", "k", "tokA", "NX", "PX", "30000") + cmdRESP("DEL", "k", "other")))
+	time.Sleep(100 * time.Millisecond)
+	for _, m := range c.masters {
+		if err := m.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.SetReadDeadline(time.Now().Add(10 * time.Second))
+	reps := readReplies(t, bufio.NewReader(a), 2)
+	t.Logf("replies: %q; k on the masters afterwards: %q", reps, c.onMasters("k"))
+	if count(c.onMasters("k"), "tokA") >= 2 {
+		t.Fatalf("pipeline [SET k NX, DEL k other] left k held by tokA (replies %q): the DEL ran before the SET NX", reps)
 	}
 }
