@@ -2,24 +2,15 @@ package proxy_test
 
 import (
 	"bufio"
-	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
 )
-
-func cmdRESP(args ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	return b.String()
-}
 
 // readReplies reads n simple RESP replies (no nested arrays) from r.
 func readReplies(t *testing.T, r *bufio.Reader, n int) []string {
@@ -56,7 +47,7 @@ func TestOneClientsPipelineOfReadsAnswered(t *testing.T) {
 	const n = 3000
 	var in strings.Builder
 	for range n {
-		in.WriteString(cmdRESP("PTTL", "k"))
+		in.Write(resp.AppendCommandString(nil, "PTTL", "k"))
 	}
 	if _, err := conn.Write([]byte(in.String())); err != nil {
 		t.Fatal(err)
@@ -96,14 +87,14 @@ func TestMultiKeyCommandKeepsPipelineOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	b.Write([]byte(cmdRESP("GET", "k"))) // k busy while the masters are paused
+	b.Write(resp.AppendCommandString(nil, "GET", "k")) // k busy while the masters are paused
 	time.Sleep(50 * time.Millisecond)
 	a, err := net.Dial("tcp", c.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	a.Write([]byte(cmdRESP("SET", "k", "tokA", "NX", "PX", "30000") + cmdRESP("DEL", "k", "other")))
+	a.Write(resp.AppendCommandString(resp.AppendCommandString(nil, "SET", "k", "tokA", "NX", "PX", "30000"), "DEL", "k", "other"))
 	time.Sleep(100 * time.Millisecond)
 	for _, m := range c.masters {
 		if err := m.Resume(); err != nil {

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockproxy/lockproxy/internal/redisproc"
-	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/redis/go-redis/v9"
 )
@@ -27,35 +25,9 @@ func TestShortenNeverCutsAGrantThatKeptTheExpiry(t *testing.T) {
 }
 
 func shortenKeep(t *testing.T, v string) {
-	const delay = 100 * time.Millisecond
-	masters := redisproc.ForTest(t, 3)
-	var links []*delayLink
-	for i, m := range masters {
-		d := delay
-		if i == 2 {
-			d = 3 * delay // P1's third master is slower still: P1 decides on the first two
-		}
-		links = append(links, newDelayLink(t, m.Addr, d))
-	}
-	pet := func() []string {
-		var out []string
-		for _, m := range masters {
-			v, _ := m.Do("PEXPIRETIME", "k")
-			out = append(out, v)
-		}
-		return out
-	}
-	p2 := startFront(t, masters, false)
-	p2.waitUp(3)
-	p2.waitVoting(3)
-	p1 := startFront(t, masters, false, func(_ *proxy.Config, qc *quorum.Config) {
-		qc.Masters = nil
-		for _, l := range links {
-			qc.Masters = append(qc.Masters, l.addr)
-		}
-	})
-	p1.waitUp(3)
-	p1.waitVoting(3)
+	// P1's third master is slower still: P1 decides on the first two.
+	p1, p2, masters := shortenPair(t, 100*time.Millisecond, 100*time.Millisecond, 300*time.Millisecond)
+	pet := func() []string { return pexpiretimes(masters, "k") }
 	ctx := context.Background()
 	a1, a2, b := p1.client(), p2.client(), p2.client()
 	obtain := corpusScript(t, "bsm-redislock-v0.9.4_obtain")

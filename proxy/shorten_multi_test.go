@@ -6,42 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockproxy/lockproxy/internal/redisproc"
-	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/redis/go-redis/v9"
 )
-
-// shortenPair starts P2 (direct links) and P1 (every write to the masters
-// delayed by delay) in front of the same 3 masters.
-func shortenPair(t *testing.T, delay time.Duration) (p1, p2 *cluster, masters []*redisproc.Server) {
-	masters = redisproc.ForTest(t, 3)
-	var links []*delayLink
-	for _, m := range masters {
-		links = append(links, newDelayLink(t, m.Addr, delay))
-	}
-	p2 = startFront(t, masters, false)
-	p2.waitUp(3)
-	p2.waitVoting(3)
-	p1 = startFront(t, masters, false, func(_ *proxy.Config, qc *quorum.Config) {
-		qc.Masters = nil
-		for _, l := range links {
-			qc.Masters = append(qc.Masters, l.addr)
-		}
-	})
-	p1.waitUp(3)
-	p1.waitVoting(3)
-	return p1, p2, masters
-}
-
-func pexpiretimes(masters []*redisproc.Server, key string) []string {
-	var out []string
-	for _, m := range masters {
-		v, _ := m.Do("PEXPIRETIME", key)
-		out = append(out, v)
-	}
-	return out
-}
 
 // TestShortenNeverCutsAMultiKeyGrant: a granted extend over several lock
 // keys (node-redlock) that keeps k's longer TTL must still move k's

@@ -94,6 +94,39 @@ func (l *delayLink) delayed(c, s net.Conn) {
 	}
 }
 
+// shortenPair starts P2 (direct links) and P1, whose writes to the i-th
+// master are delayed by delays[i] (the last one for the masters after
+// it), in front of the same 3 masters.
+func shortenPair(t *testing.T, delays ...time.Duration) (p1, p2 *cluster, masters []*redisproc.Server) {
+	masters = redisproc.ForTest(t, 3)
+	var links []*delayLink
+	for i, m := range masters {
+		links = append(links, newDelayLink(t, m.Addr, delays[min(i, len(delays)-1)]))
+	}
+	p2 = startFront(t, masters, false)
+	p2.waitUp(3)
+	p2.waitVoting(3)
+	p1 = startFront(t, masters, false, func(_ *proxy.Config, qc *quorum.Config) {
+		qc.Masters = nil
+		for _, l := range links {
+			qc.Masters = append(qc.Masters, l.addr)
+		}
+	})
+	p1.waitUp(3)
+	p1.waitVoting(3)
+	return p1, p2, masters
+}
+
+// pexpiretimes reads key's PEXPIRETIME on each master.
+func pexpiretimes(masters []*redisproc.Server, key string) []string {
+	var out []string
+	for _, m := range masters {
+		v, _ := m.Do("PEXPIRETIME", key)
+		out = append(out, v)
+	}
+	return out
+}
+
 // TestShortenNeverCutsALaterRenewal: A holds k (fresh token) and renews
 // it twice, through two proxies sharing the masters (a load balancer in
 // front of lockproxies): first to 1.5s through P1, whose link to the
@@ -109,23 +142,7 @@ func TestShortenNeverCutsALaterRenewal(t *testing.T) {
 }
 
 func shortenRace(t *testing.T, v string) {
-	const delay = 100 * time.Millisecond
-	masters := redisproc.ForTest(t, 3)
-	var links []*delayLink
-	for _, m := range masters {
-		links = append(links, newDelayLink(t, m.Addr, delay))
-	}
-	p2 := startFront(t, masters, false)
-	p2.waitUp(3)
-	p2.waitVoting(3)
-	p1 := startFront(t, masters, false, func(_ *proxy.Config, qc *quorum.Config) {
-		qc.Masters = nil
-		for _, l := range links {
-			qc.Masters = append(qc.Masters, l.addr)
-		}
-	})
-	p1.waitUp(3)
-	p1.waitVoting(3)
+	p1, p2, _ := shortenPair(t, 100*time.Millisecond)
 
 	ctx := context.Background()
 	a1, a2, b := p1.client(), p2.client(), p2.client()

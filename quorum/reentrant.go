@@ -110,43 +110,22 @@ func WrapNoShorten(body string, keys []Arg, each bool) (string, error) {
 		b.WriteString("}")
 		list = b.String()
 	}
-	shebang := ""
-	if strings.HasPrefix(body, "#!") {
-		nl := strings.IndexByte(body, '\n')
-		if nl < 0 {
-			return "", fmt.Errorf("a script that is only a shebang line")
-		}
-		shebang, body = body[:nl+1], body[nl+1:]
-	}
-	return shebang + "local lockproxy_keys = " + list + `
+	return wrap2(body, "local lockproxy_keys = "+list+`
 local lockproxy_before = {}
 for i = 1, #lockproxy_keys do lockproxy_before[i] = redis.call('PTTL', lockproxy_keys[i]) end
-local lockproxy_reply = (function()
-` + body + `
-end)()
-for i = 1, #lockproxy_keys do
+`, `for i = 1, #lockproxy_keys do
   local b = lockproxy_before[i]
   if b > 0 then
     local n = redis.call('PTTL', lockproxy_keys[i])
     if n >= 0 and n < b then redis.call('PEXPIRE', lockproxy_keys[i], b) end
   end
 end
-return lockproxy_reply`, nil
+return lockproxy_reply`)
 }
 
 // wrap runs body as a function whose reply is lockproxy_reply, then tail.
 // A shebang line stays first.
-func wrap(body, tail string) (string, error) {
-	shebang := ""
-	if strings.HasPrefix(body, "#!") {
-		nl := strings.IndexByte(body, '\n')
-		if nl < 0 {
-			return "", fmt.Errorf("a script that is only a shebang line")
-		}
-		shebang, body = body[:nl+1], body[nl+1:]
-	}
-	return shebang + "local lockproxy_reply = (function()\n" + body + "\nend)()\n" + tail, nil
-}
+func wrap(body, tail string) (string, error) { return wrap2(body, "", tail) }
 
 // ScriptSHA1 is the sha1 of a script body, as EVALSHA names it.
 func ScriptSHA1(body string) string {
