@@ -177,12 +177,14 @@ type checkState struct {
 }
 
 // newCheck is the check of a request that accounts validity for ttl
-// (0: none); relative says the masters' TTL is the one accounted (not an
-// absolute time the client read against another clock), so a yes needs a
-// PTTL that outlasts the validity.
-func newCheck(ttl time.Duration, driftFactor float64, relative bool) *checkState {
+// (0: none); checkTTL says a yes needs a copy whose PTTL outlasts the
+// validity: ttl less the drift allowance. For a relative TTL the master
+// sets exactly ttl; for an absolute expiry it is ttl less the time since
+// the command arrived, and less the master's clock offset ahead of
+// lockproxy's, which is what the check catches.
+func newCheck(ttl time.Duration, driftFactor float64, checkTTL bool) *checkState {
 	c := &checkState{}
-	if relative && ttl > 0 {
+	if checkTTL && ttl > 0 {
 		c.minPTTL = max((ttl - Drift(ttl, driftFactor)).Milliseconds(), 1)
 	}
 	return c
@@ -231,7 +233,29 @@ func (r *Request) isYes(master int) bool {
 	if c.seen&bit == 0 || c.holds&bit == 0 {
 		return false
 	}
-	return c.minPTTL == 0 || c.pttl[master] == -1 || c.pttl[master] >= c.minPTTL
+	if c.minPTTL == 0 || c.pttl[master] == -1 || c.pttl[master] >= c.minPTTL {
+		return true
+	}
+	r.e.shortCopy(master, r, c.pttl[master])
+	return false
+}
+
+// shortCopy warns, at most once a minute per master, that master's copy
+// of a lock it holds for the caller expires before the validity lockproxy
+// would grant: its vote is a no. With an absolute expiry (PXAT,
+// PEXPIREAT) the likely cause is the master's clock running ahead of
+// lockproxy's; with a relative one, a script setting another TTL than the
+// one it was given.
+func (e *Engine) shortCopy(master int, r *Request, pttl int64) {
+	now := time.Now().UnixMilli()
+	last := e.shortLogged[master].Load()
+	if now-last < 60_000 || !e.shortLogged[master].CompareAndSwap(last, now) {
+		return
+	}
+	e.cfg.Logger.Warn("master's copy of a lock expires before the validity lockproxy would grant, so its vote counts as no; "+
+		"with an absolute expiry (PXAT, PEXPIREAT) this master's clock is ahead of lockproxy's by about the shortfall or more: synchronise the clocks (NTP); "+
+		"otherwise the script set a shorter TTL than the one it was given (logged at most once a minute per master)",
+		"master", e.cfg.Masters[master], "key", r.Key, "pttl_ms", pttl, "needed_ms", r.chk.minPTTL, "shortfall_ms", r.chk.minPTTL-pttl)
 }
 
 // created reports whether a failed acquisition's part on master i is its

@@ -59,6 +59,9 @@ type Engine struct {
 	// repairs[i]: master i lost its data and its counters are not restored
 	// yet; its replies do not count for counters (counter.go, repair.go).
 	repairs [MaxMasters]atomic.Bool
+	// shortLogged[i]: when master i's short copy was last logged
+	// (shortCopy), unix ms; at most one warning a minute per master.
+	shortLogged [MaxMasters]atomic.Int64
 	// noRepair, set by tests, ignores repair records: a master that lost
 	// its data votes on counters as soon as on locks, with nothing restored
 	// (the negative control of the repair's test: counters then go back).

@@ -80,8 +80,8 @@ type ScriptOp struct {
 	CounterAt int
 	// Checked: Body is wrapped by WrapCheck, and its replies carry what
 	// each master's copy of the lock looked like (check.go). CheckTTL: a
-	// yes also needs the copy's PTTL to outlast the validity (the TTL is
-	// relative, not an absolute time read against the client's clock).
+	// yes also needs the copy's PTTL to outlast the validity (any TTL the
+	// validity is accounted from, relative or an absolute expiry).
 	Checked, CheckTTL bool
 	// Reentrant marks a re-entrant hash lock's acquire or renewal (Kind
 	// Extend): Body and SHA1 are then its client's script wrapped by

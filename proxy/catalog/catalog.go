@@ -223,7 +223,14 @@ func (s *Script) check(op *quorum.ScriptOp) {
 		return
 	}
 	op.Body, op.SHA1, op.Checked = body, quorum.ScriptSHA1(body), true
-	op.CheckTTL = s.TTLConst > 0 || (s.TTLArg > 0 && (s.TTLUnit == quorum.Millis || s.TTLUnit == quorum.Seconds))
+	// An absolute expiry (unix_ms, unix_s) is checked too: a master keeps
+	// the deadline and reads it on its own clock, so one whose clock is
+	// ahead of lockproxy's expires the copy that much before the validity
+	// lockproxy accounts (TTL = deadline - its clock at arrival). Its copy
+	// counts only if its PTTL outlasts that TTL less drift: the master ran
+	// the script after the command arrived, so an honest clock leaves at
+	// least that, less the time in between.
+	op.CheckTTL = s.TTLConst > 0 || s.TTLArg > 0
 }
 
 // MasterScripts returns the bodies every master connection loads: what
