@@ -82,11 +82,12 @@ func ttlList(t *TTL) []TTL {
 func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts []string) error {
 	var base []judged
 	for _, j := range v.judged {
-		if uniformHolders(j.o.s) {
+		if uniformHolders(j.o.s) || a.longHeld {
 			base = append(base, j)
 		}
 	}
-	all := append(a.judgedObs(v), a.others(v)...)
+	others := a.others(v)
+	all := append(a.judgedObs(v), others...)
 	keys := keyNames(all)
 	saved, cache := append([]string(nil), a.vals...), a.cache
 	defer func() { a.vals, a.cache = saved, cache }()
@@ -125,7 +126,10 @@ func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts [
 	if err := a.contentAlternatives(sem, f, base, keys); err != nil {
 		return err
 	}
-	if err := a.heldTTLAlternatives(sem, f, base); err != nil {
+	if err := a.heldTTLAlternatives(sem, f, v, base, others); err != nil {
+		return err
+	}
+	if err := a.ttlArgAlternatives(sem, f, v, base, others); err != nil {
 		return err
 	}
 	return a.auxAlternatives(sem, f, base, all, consts)
@@ -288,6 +292,9 @@ func (a *analysis) rerun(sem *Semantics, f, fGot *finding, j judged, s probeStat
 	if err != nil {
 		return nil, false, err
 	}
+	if err := a.newCommandArg(sem, o, with); err != nil {
+		return o, false, err
+	}
 	want, got := a.effects(f, j.o), a.effects(fGot, o)
 	if a.judgedVals != nil { // a key's name differs from j's run
 		cur := a.vals
@@ -342,6 +349,32 @@ func (a *analysis) otherTTLs(sem *Semantics, f *finding, o *obs, with string) er
 				Reason: fmt.Sprintf("%s the script sets %s's TTL to %s, where otherwise it is %s", with, t.Key, t, *sem.TTL)}
 		default:
 			sem.OtherTTLs = addTTL(sem.OtherTTLs, t)
+		}
+	}
+	return nil
+}
+
+// newCommandArg refuses a rerun that took a command name from an argument
+// the verdict does not list in CommandArgs: the proxy checks only those,
+// per call, to name PUBLISH or SPUBLISH, so a path only an alternative
+// reached (a guarded one) could run any command a client names there. (A
+// run names the first argument holding the name's value: an alternative
+// that gives another argument a listed one's value names that one.)
+func (a *analysis) newCommandArg(sem *Semantics, o *obs, with string) error {
+	for _, c := range o.o.r.calls {
+		if c.from < 0 {
+			continue
+		}
+		listed := false
+		for _, x := range sem.CommandArgs {
+			if p := a.posOf(x); p >= 0 && p < len(a.vals) && a.vals[p] == a.vals[c.from] {
+				listed = true
+			}
+		}
+		if !listed {
+			x := argOf(c.from, a.nkeys)
+			return &Refusal{Class: ClassBehaviour, Probe: o.name, Arg: x.String(),
+				Reason: fmt.Sprintf("%s the script takes a command name from %s, which it does not with the probe values", with, x)}
 		}
 	}
 	return nil

@@ -22,6 +22,11 @@ type analysis struct {
 	// while an alternative gives a key argument another name (content.go).
 	judgedVals []string
 	runs       int
+	// readsTTL: a run read a key's remaining TTL (PTTL, TTL).
+	readsTTL bool
+	// longHeld: held keys have more time left than any argument's value
+	// (the second analysis of longheld.go).
+	longHeld bool
 }
 
 // Analyze decides what the Lua script body does to a lock. It returns a
@@ -46,7 +51,17 @@ func AnalyzeContext(ctx context.Context, body []byte, opts Options) (*Semantics,
 	v := newVM(proto, b)
 	defer v.L.Close()
 	a := &analysis{opt: opt, b: b, v: v, consts: constants(proto)}
-	return a.analyze()
+	return a.analyzeAll()
+}
+
+// analyzeAll is analyze, then, for a script that read a remaining TTL and
+// was refused for its behaviour, the long-held analysis (longheld.go).
+func (a *analysis) analyzeAll() (*Semantics, error) {
+	sem, err := a.analyze()
+	if err != nil && a.readsTTL {
+		return a.analyzeLongHeld(err)
+	}
+	return sem, err
 }
 
 // analyze runs the whole analysis: the layouts, their combination, the
@@ -54,7 +69,7 @@ func AnalyzeContext(ctx context.Context, body []byte, opts Options) (*Semantics,
 func (a *analysis) analyze() (*Semantics, error) {
 	first, second, err := a.layouts()
 	if err != nil {
-		if first == nil {
+		if first == nil || a.longHeld {
 			return nil, err
 		}
 		// Understood with one key, not with two: a batch of one-key
@@ -74,7 +89,7 @@ func (a *analysis) analyze() (*Semantics, error) {
 	one := *first.sem // combine changes first.sem
 	sem, err := combine(first.sem, second.sem, k0)
 	if err != nil {
-		if k0 != 1 {
+		if k0 != 1 || a.longHeld {
 			return nil, err
 		}
 		first.sem = &one

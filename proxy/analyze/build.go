@@ -122,7 +122,7 @@ func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
 		}
 		return nil
 	}
-	sem.No = noReplyOf(src.o.reply, heldPTTL(0))
+	sem.No = noReplyOf(src.o.reply, a.heldPTTL(0))
 	if sem.No.PTTLAt >= 0 && rule.Match(&sem.No.Reply, a.nkeys) {
 		// A script whose yes is 0 and whose no is the holder's PTTL (a
 		// Redisson-style acquire that answers 0 where Redisson answers
@@ -184,23 +184,38 @@ func (a *analysis) checkAux(sem *Semantics, f *finding, v *verdict) error {
 		return nil // deletes or overwrites whatever is there
 	}
 	for _, o := range a.others(v) {
-		if len(o.s.keys) != 1 {
-			continue
+		if err := a.auxCheck(sem, f, v, o, ""); err != nil {
+			return err
 		}
-		k := o.s.keys[0]
-		lock := contains(f.keys, k.pos)
-		if lock && k.f == f.form {
-			continue
+	}
+	return nil
+}
+
+// auxChecked reports whether o is a probe checkAux checks: one key, not a
+// lock key in the lock's own form.
+func auxChecked(f *finding, o *obs) bool {
+	if len(o.s.keys) != 1 {
+		return false
+	}
+	k := o.s.keys[0]
+	return !contains(f.keys, k.pos) || k.f != f.form
+}
+
+// auxCheck is checkAux's rule for one probe o; with, when set, says what
+// the run changed (longheld.go).
+func (a *analysis) auxCheck(sem *Semantics, f *finding, v *verdict, o *obs, with string) error {
+	if !auxChecked(f, o) {
+		return nil
+	}
+	lock := contains(f.keys, o.s.keys[0].pos)
+	for i, l := range f.keys {
+		e := f.effectOn(o, a.vals[l])
+		if e != effNone && (lock || e != f.effectOn(v.s0, a.vals[l])) {
+			return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%sthe script %s %s", with, e, posName(f.keys[i], a.nkeys))}
 		}
-		for i, l := range f.keys {
-			e := f.effectOn(o, a.vals[l])
-			if e != effNone && (lock || e != f.effectOn(v.s0, a.vals[l])) {
-				return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("the script %s %s", e, posName(f.keys[i], a.nkeys))}
-			}
-		}
-		if lock && o.o.err == "" && sem.Yes.Match(&o.o.reply, a.nkeys) {
-			return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("the lock key holds another type and the script answers %s, a yes", o.o.reply)}
-		}
+	}
+	if lock && o.o.err == "" && sem.Yes.Match(&o.o.reply, a.nkeys) {
+		return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%sthe lock key holds another type and the script answers %s, a yes", with, o.o.reply)}
 	}
 	return nil
 }

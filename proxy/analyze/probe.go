@@ -29,6 +29,20 @@ const (
 // argument (to tell a TTL that was kept from one that was set).
 func heldPTTL(i int) int64 { return 7_000_003 + int64(i)*1_000_003 }
 
+// longHeldBase is the held keys' remaining TTL in the second analysis of
+// a script guarded by the lock's remaining TTL (longheld.go): above every
+// argument's probe value read as ms, and as seconds too (TTL rounds it to
+// 2e12 s), below 2^53 so that Lua's numbers hold it exactly.
+const longHeldBase = 2_000_000_000_000_003
+
+// heldPTTL is heldPTTL, or above every argument in the long-held analysis.
+func (a *analysis) heldPTTL(i int) int64 {
+	if a.longHeld {
+		return longHeldBase + int64(i)*1_000_003
+	}
+	return heldPTTL(i)
+}
+
 // argValue is the probe value of argument i (KEYS first, then ARGV): every
 // argument is a distinct number, so that any of them can serve as a key, a
 // token, a count or a TTL in any unit, and the effects tell which it was.
@@ -146,7 +160,7 @@ func (a *analysis) db(s probeState, nowMS int64) keyspace {
 	ks := keyspace{}
 	if s.auxVal != nil {
 		e := fromTemplate(s.auxVal, "", nowMS)
-		e.exp = nowMS + heldPTTL(maxLockKeys)
+		e.exp = nowMS + a.heldPTTL(maxLockKeys)
 		ks[a.vals[s.aux]] = e
 	}
 	for i, k := range s.keys {
@@ -160,7 +174,7 @@ func (a *analysis) db(s probeState, nowMS int64) keyspace {
 		case byOther2:
 			hv = otherToken2
 		}
-		exp := nowMS + heldPTTL(i)
+		exp := nowMS + a.heldPTTL(i)
 		if s.pttl > 0 {
 			exp = nowMS + s.pttl
 		}
@@ -269,6 +283,12 @@ func (a *analysis) runProbe(name string, s probeState, clocks []int64, bump map[
 		a.runs++
 		if ref != nil {
 			return nil, ref
+		}
+		for _, c := range r.calls {
+			switch c.name {
+			case "pttl", "ttl", "pexpiretime", "expiretime":
+				a.readsTTL = true
+			}
 		}
 		if r.keysMiss > a.nkeys || r.argvMiss > a.nargs || r.dbArg >= 0 {
 			a.grow(r)

@@ -37,7 +37,7 @@ func TestBudgetHeadroom(t *testing.T) {
 		b := testBudget(t, opt)
 		v := newVM(proto, b)
 		a := &analysis{opt: opt, b: b, v: v, consts: constants(proto)}
-		a.analyze()
+		a.analyzeAll()
 		b.startRun()
 		v.L.Close()
 		steps, run, bytes, runs = max(steps, b.steps), max(run, b.maxRun), max(bytes, b.bytes), max(runs, a.runs)
