@@ -253,7 +253,7 @@ func (e *Engine) shortCopy(master int, r *Request, pttl int64) {
 		return
 	}
 	e.cfg.Logger.Warn("master's copy of a lock expires before the validity lockproxy would grant, so its vote counts as no; "+
-		"with an absolute expiry (PXAT, PEXPIREAT) this master's clock is ahead of lockproxy's by about the shortfall or more: synchronise the clocks (NTP); "+
+		"with an absolute expiry (PXAT, PEXPIREAT) this master's clock is ahead of lockproxy's, or it ran the command late, by about the shortfall plus the drift allowance: synchronise the clocks (NTP), check the master's latency; "+
 		"otherwise the script set a shorter TTL than the one it was given (logged at most once a minute per master)",
 		"master", e.cfg.Masters[master], "key", r.Key, "pttl_ms", pttl, "needed_ms", r.chk.minPTTL, "shortfall_ms", r.chk.minPTTL-pttl)
 }
