@@ -191,17 +191,27 @@ func (s *Script) finish() *Script {
 // yes counts only where it holds it long enough, a failed acquisition is
 // undone only where the token was not there before, and a granted
 // extend's shorter TTL is written only where no later write moved the
-// expiry (check.go). Fenced acquires and scripts run as one of
-// lockproxy's own are left as they are.
+// expiry (check.go). Fenced acquires are checked too (the check's
+// fields come off the reply before the counter is read), and a tokenless
+// lock is checked against the constant it writes: unchecked, their
+// absolute expiries (SET NX PXAT) expired inside the validity on masters
+// whose clocks ran ahead of lockproxy's (review, helper-68). Scripts run
+// as one of lockproxy's own are left as they are.
 func (s *Script) check(op *quorum.ScriptOp) {
 	switch {
 	case s.Kind != quorum.Acquire && s.Kind != quorum.AcquireOrExtend && s.Kind != quorum.Extend:
 		return
-	case op.Body == "" || op.RunAs != "" || !op.Counter.IsZero() || s.TokenArg <= 0:
+	case op.Body == "" || op.RunAs != "" || (s.TokenArg <= 0 && s.TokenConst == ""):
 		return
 	}
 	token := fmt.Sprintf("ARGV[%d]", s.TokenArg)
 	switch {
+	case s.TokenArg <= 0:
+		// A tokenless lock's value, written in the script: its copies are
+		// checked like a token's (a fenced or tokenless acquire with an
+		// absolute expiry left unchecked expired inside the validity on
+		// masters whose clocks run ahead; review, helper-68).
+		token = luaString(s.TokenConst)
 	case s.CheckToken != "":
 		token = s.CheckToken
 	case s.TokenInKeys:
@@ -436,4 +446,16 @@ func isSHA1Hex(s string) bool {
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil
+}
+
+// luaString is s as a Lua string literal (every byte a decimal escape, so
+// any byte is safe).
+func luaString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		fmt.Fprintf(&b, "\\%d", s[i])
+	}
+	b.WriteByte('"')
+	return b.String()
 }
