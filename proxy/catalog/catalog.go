@@ -197,37 +197,27 @@ func (s *Script) finish() *Script {
 // absolute expiries (SET NX PXAT) expired inside the validity on masters
 // whose clocks ran ahead of lockproxy's (review, helper-68). Scripts run
 // as one of lockproxy's own are left as they are.
+//
+// A release or read with a token runs guarded instead (quorum.WrapGuard):
+// a string or hash lock another token holds that the script changed is put
+// back, and that master answers an error, no yes. The analyzer cannot try
+// every argument's value against every remaining TTL, and a release that
+// deleted another holder's lock on such a path gave that lock to the next
+// client inside its holder's validity (review, helper-68).
 func (s *Script) check(op *quorum.ScriptOp) {
 	switch {
-	case s.Kind != quorum.Acquire && s.Kind != quorum.AcquireOrExtend && s.Kind != quorum.Extend:
-		return
 	case op.Body == "" || op.RunAs != "" || (s.TokenArg <= 0 && s.TokenConst == ""):
 		return
-	}
-	token := fmt.Sprintf("ARGV[%d]", s.TokenArg)
-	switch {
-	case s.TokenArg <= 0:
-		// A tokenless lock's value, written in the script: its copies are
-		// checked like a token's (a fenced or tokenless acquire with an
-		// absolute expiry left unchecked expired inside the validity on
-		// masters whose clocks run ahead; review, helper-68).
-		token = luaString(s.TokenConst)
-	case s.CheckToken != "":
-		token = s.CheckToken
-	case s.TokenInKeys:
-		token = fmt.Sprintf("KEYS[%d]", s.TokenArg)
-	}
-	keys := "KEYS"
-	switch {
-	case s.KeyArg > 0:
-		keys = fmt.Sprintf("{ARGV[%d]}", s.KeyArg)
-	case len(s.LockKeys) > 0:
-		parts := make([]string, len(s.LockKeys))
-		for i, k := range s.LockKeys {
-			parts[i] = fmt.Sprintf("KEYS[%d]", k)
+	case s.Kind == quorum.Release || s.Kind == quorum.Read:
+		keys, token := s.checkArgs()
+		if body, err := quorum.WrapGuard(op.Body, keys, token); err == nil {
+			op.Body, op.SHA1 = body, quorum.ScriptSHA1(body)
 		}
-		keys = "{" + strings.Join(parts, ", ") + "}"
+		return
+	case s.Kind != quorum.Acquire && s.Kind != quorum.AcquireOrExtend && s.Kind != quorum.Extend:
+		return
 	}
+	keys, token := s.checkArgs()
 	body, err := quorum.WrapCheck(op.Body, keys, token, s.Kind == quorum.Acquire, !s.Force)
 	if err != nil {
 		return
@@ -241,6 +231,36 @@ func (s *Script) check(op *quorum.ScriptOp) {
 	// the script after the command arrived, so an honest clock leaves at
 	// least that, less the time in between.
 	op.CheckTTL = s.TTLConst > 0 || s.TTLArg > 0
+}
+
+// checkArgs are the Lua expressions of the script's lock keys and token,
+// for WrapCheck and WrapGuard.
+func (s *Script) checkArgs() (keys, token string) {
+	token = fmt.Sprintf("ARGV[%d]", s.TokenArg)
+	switch {
+	case s.TokenArg <= 0:
+		// A tokenless lock's value, written in the script: its copies are
+		// checked like a token's (a fenced or tokenless acquire with an
+		// absolute expiry left unchecked expired inside the validity on
+		// masters whose clocks run ahead; review, helper-68).
+		token = luaString(s.TokenConst)
+	case s.CheckToken != "":
+		token = s.CheckToken
+	case s.TokenInKeys:
+		token = fmt.Sprintf("KEYS[%d]", s.TokenArg)
+	}
+	keys = "KEYS"
+	switch {
+	case s.KeyArg > 0:
+		keys = fmt.Sprintf("{ARGV[%d]}", s.KeyArg)
+	case len(s.LockKeys) > 0:
+		parts := make([]string, len(s.LockKeys))
+		for i, k := range s.LockKeys {
+			parts[i] = fmt.Sprintf("KEYS[%d]", k)
+		}
+		keys = "{" + strings.Join(parts, ", ") + "}"
+	}
+	return keys, token
 }
 
 // MasterScripts returns the bodies every master connection loads: what
