@@ -120,6 +120,22 @@ func (l *Loop) Post(f func()) error {
 	return nil
 }
 
+// Later runs f on the loop in its next iteration, after that iteration's
+// events and the tasks they queued: work that must let every ready
+// descriptor have its turn first (a client pipeline that used up its
+// share of the loop goes on there). While any is pending the loop does
+// not sleep. Loop only.
+func (l *Loop) Later(f func()) { l.later = append(l.later, f) }
+
+// runLater runs the functions that were pending when the iteration began.
+func (l *Loop) runLater(ready []func(), q *queued) {
+	for i, f := range ready {
+		l.runPost(f)
+		ready[i] = nil
+	}
+	l.runQueued(q)
+}
+
 // runQueued runs posted functions and kicked tasks until none is left;
 // tasks may kick others (a master's flush decides a request, which kicks
 // its client connection).

@@ -32,6 +32,8 @@ type Loop struct {
 	epfd, evfd int
 	handlers   map[int32]Handler
 	alarms     []*Alarm
+	later      []func() // Later: for the next iteration
+	spare      []func() // the last iteration's, emptied
 	log        *slog.Logger
 	quit       bool
 	done       chan struct{}
@@ -154,6 +156,8 @@ func (l *Loop) run() {
 		}
 		n := l.wait(events, timeout)
 		l.sleeping.Store(false)
+		ready := l.later
+		l.later = l.spare[:0]
 		for i := 0; i < n; i++ {
 			fd := events[i].Fd
 			if int(fd) == l.evfd {
@@ -169,6 +173,10 @@ func (l *Loop) run() {
 			l.fire()
 		}
 		l.runQueued(&q)
+		if len(ready) > 0 {
+			l.runLater(ready, &q)
+		}
+		l.spare = ready[:0]
 	}
 }
 
@@ -188,10 +196,11 @@ func (l *Loop) survive() {
 	}
 }
 
-// timeout is the epoll_wait timeout in ms: 0 when work is queued, -1 when
-// no alarm is set, else until the earliest alarm (rounded up).
+// timeout is the epoll_wait timeout in ms: 0 when work is queued (Later
+// too), -1 when no alarm is set, else until the earliest alarm (rounded
+// up).
 func (l *Loop) timeout() int {
-	if l.work.Load() {
+	if l.work.Load() || len(l.later) > 0 {
 		return 0
 	}
 	next := Never
@@ -321,4 +330,19 @@ func dupCloexec(fd int) (int, error) {
 		return -1, errno
 	}
 	return int(r), nil
+}
+
+// tcpNotSentLowat is TCP_NOTSENT_LOWAT (Linux 3.12), which package
+// syscall does not name.
+const tcpNotSentLowat = 25
+
+// LimitUnsent bounds what the kernel takes from writes to the TCP socket fd
+// and has not sent yet to about bytes (TCP_NOTSENT_LOWAT): past it, writes
+// take no more (EAGAIN) and the socket is not reported writable until the
+// peer has taken enough. Bytes sent and not yet acknowledged are not
+// counted, so it does not slow a peer that reads; it keeps a peer that
+// stops reading from having the kernel queue megabytes (4 MiB on Linux's
+// defaults) that its writer rendered for nothing.
+func LimitUnsent(fd, bytes int) error {
+	return syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, tcpNotSentLowat, bytes)
 }

@@ -27,6 +27,7 @@ const (
 type Loop struct {
 	shared
 	alarms []*Alarm
+	later  []func() // Later: for the next iteration
 	log    *slog.Logger
 	quit   bool
 	wakeCh chan struct{} // cap 1
@@ -101,7 +102,7 @@ func (l *Loop) run() {
 			next = min(next, a.next)
 		}
 		l.sleeping.Store(true)
-		if !l.work.Load() {
+		if !l.work.Load() && len(l.later) == 0 {
 			var timer <-chan time.Time
 			if next != Never {
 				t.Reset(time.Duration(next - Now()))
@@ -114,6 +115,8 @@ func (l *Loop) run() {
 			t.Stop()
 		}
 		l.sleeping.Store(false)
+		ready := l.later
+		l.later = nil
 		now := Now()
 		for _, a := range l.alarms {
 			if a.next <= now {
@@ -122,6 +125,9 @@ func (l *Loop) run() {
 			}
 		}
 		l.runQueued(&q)
+		if len(ready) > 0 {
+			l.runLater(ready, &q)
+		}
 	}
 }
 
@@ -145,3 +151,6 @@ func Detach(conn interface {
 }) (int, error) {
 	return -1, ErrUnsupported
 }
+
+// LimitUnsent does nothing where there is no TCP_NOTSENT_LOWAT to set.
+func LimitUnsent(fd, bytes int) error { return nil }

@@ -307,3 +307,112 @@ func TestCloseKeepsThreadsChildren(t *testing.T) {
 	cmd.Process.Kill()
 	<-exited
 }
+
+// handlerFunc is a Handler.
+type handlerFunc func(ev uint32)
+
+func (h handlerFunc) OnEvent(ev uint32) { h(ev) }
+
+// Later runs a function in the loop's next turn, after the events that
+// turn sees: a ready descriptor is served between two runs of work that
+// keeps deferring itself, and the loop does not sleep while such work
+// waits.
+func TestLaterLetsReadyDescriptorsGoFirst(t *testing.T) {
+	l := newLoop(t)
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(p[0])
+	defer syscall.Close(p[1])
+	var order []string // loop only
+	done := make(chan []string, 1)
+	events := 0
+	onLoop(t, l, func() {
+		err := l.Add(p[0], handlerFunc(func(uint32) {
+			var b [16]byte
+			Read(p[0], b[:])
+			order = append(order, "event")
+			events++
+		}), Readable)
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	var step func()
+	step = func() {
+		order = append(order, "later")
+		if len(order) >= 6 {
+			done <- order
+			return
+		}
+		Write(p[1], []byte("x")) // ready in the next turn, before this runs again
+		l.Later(step)
+	}
+	onLoop(t, l, func() {
+		Write(p[1], []byte("x"))
+		l.Later(step)
+	})
+	select {
+	case got := <-done:
+		want := []string{"event", "later", "event", "later", "event", "later"}
+		if len(got) != len(want) {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("order %v, want %v", got, want)
+			}
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("deferred work did not run within 5s: the loop slept with it pending")
+	}
+}
+
+// LimitUnsent bounds what the kernel takes from writes to a peer that does
+// not read: about 4 MiB on Linux's defaults without it.
+func TestLimitUnsent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := func(limit int) int {
+		client, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close() // never read
+		server, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd, err := Detach(server.(*net.TCPConn))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Close(fd)
+		if limit > 0 {
+			if err := LimitUnsent(fd, limit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		buf := make([]byte, 16<<10)
+		total := 0
+		for idle := time.Now(); time.Since(idle) < 200*time.Millisecond; {
+			n, _ := Write(fd, buf)
+			if n > 0 {
+				total += n
+				idle = time.Now()
+			} else {
+				time.Sleep(time.Millisecond) // the peer's kernel may take more as the window opens
+			}
+		}
+		return total
+	}
+	without, with := taken(0), taken(128<<10)
+	t.Logf("a peer that does not read took %d bytes, %d with LimitUnsent(128 KiB)", without, with)
+	if with > 1<<20 {
+		t.Fatalf("with LimitUnsent(128 KiB), a peer that does not read took %d bytes; want under 1 MiB", with)
+	}
+}
