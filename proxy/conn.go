@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"syscall"
+	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
 	"github.com/lockproxy/lockproxy/internal/resp"
@@ -37,6 +38,31 @@ const outputPauseAt = 1 << 20
 // redis-benchmark -P 16 sends, still goes out as one round.
 const valueReplyCharge = 64 << 10
 
+// turnQuantum bounds the event loop's time that one connection's pipeline
+// takes in one turn: past it, the rest of the pipeline goes on at a later
+// turn (goOnLater), after every other connection's ready events, so that
+// one connection cannot keep the loop from the others. 100µs is a pipeline
+// of about a hundred lock commands, or two INFOs. The clock is read after
+// each command answered by lockproxy itself (INFO, CONFIG GET, CLIENT…, whose cost
+// varies most), after each command over quantumBigCommand bytes, and every
+// quantumCheckEvery commands: a pipeline of up to 64 lock commands
+// (redis-benchmark -P 16) reads no more clocks than before and is never
+// split.
+const turnQuantum = int64(100 * time.Microsecond)
+
+// turnShared bounds the loop's time per turn for the connections that go
+// on with a pipeline cut at turnQuantum (front.runTurns): each gets one
+// quantum per turn, in their order, until this is spent; the others wait
+// for the next turn. So new events (another client's command, a master's
+// reply) wait for at most this much of such work per turn, however many
+// connections have long pipelines.
+const turnShared = int64(time.Millisecond)
+
+const (
+	quantumCheckEvery = 64
+	quantumBigCommand = 16 << 10
+)
+
 // clientConn is one client connection, whatever its transport
 // (transport.go): the one client pipeline. Every complete command read is
 // parsed and submitted before any is waited for, replies are written in
@@ -71,12 +97,16 @@ type clientConn struct {
 	rest        []byte
 	awaitScript bool
 	closed      bool
-	// more: the pipeline stopped at outputPauseAt; the rest runs at the
-	// Writable event that says its replies are written (a stream
-	// transport's writer done with them; a socket with room, which also
-	// lets the other connections' events run first).
-	more bool
-	cut  bool // the running pipeline stopped at outputPauseAt
+	// more: the pipeline stopped at outputPauseAt or turnQuantum; the rest
+	// runs at a later turn of the loop (front.runTurns), once its replies
+	// are written (queued: it waits there). cut: the running pipeline
+	// stopped so.
+	more   bool
+	queued bool
+	cut    bool
+	// turnStart is evloop.Now() when the connection's turn began (its
+	// first command in this turn), for turnQuantum; 0: not read yet.
+	turnStart int64
 
 	// Pub/sub (pushes.go): what the hub delivered, not yet taken by the
 	// loop (push) and taken but not yet framed (pushed); since when the
@@ -116,9 +146,7 @@ func (lc *clientConn) OnEvent(ev uint32) {
 		if lc.outOff == len(lc.out) && lc.pushesWaiting() {
 			lc.drainPushes()
 		}
-		if lc.outOff == len(lc.out) && !lc.t.inFlight() {
-			lc.more = false
-		}
+		lc.goOnLater()
 	}
 	if ev&evloop.Readable != 0 && !lc.closed && !lc.eof && !lc.read() {
 		return
@@ -178,6 +206,7 @@ func (lc *clientConn) Run() {
 // advance starts pipelines while the connection is free: nothing waiting
 // for masters, every reply written.
 func (lc *clientConn) advance() {
+	lc.turnStart = 0
 	for !lc.closed && !lc.busy && lc.outOff == len(lc.out) && !lc.more {
 		if lc.closeAfter {
 			if lc.pushesWaiting() {
@@ -217,17 +246,58 @@ func (lc *clientConn) advance() {
 	}
 }
 
-// pieceOut, once a pipeline cut at outputPauseAt has its replies flushed,
-// makes the rest wait until they are written.
+// pieceOut, once a pipeline cut at outputPauseAt or turnQuantum has its
+// replies flushed, makes the rest wait for a later turn, and for them to
+// be written.
 func (lc *clientConn) pieceOut() {
 	if !lc.cut {
 		return
 	}
 	lc.cut = false
-	_, fd := lc.t.(*fdTransport)
-	// A Writable event is sure to come: a socket's (setEvents asks for
-	// it), or the writer's once done with them.
-	lc.more = fd || lc.t.inFlight()
+	lc.more = true
+	lc.goOnLater()
+}
+
+// goOnLater queues the rest of a cut pipeline for the loop's next turn
+// once its replies are written; until then a Writable event is sure to
+// come (a socket's: setEvents asks for it; a stream's writer's, once done
+// with them), which calls it again.
+func (lc *clientConn) goOnLater() {
+	if lc.more && !lc.queued && !lc.closed && lc.outOff == len(lc.out) && !lc.t.inFlight() {
+		lc.queued = true
+		lc.f.runnable = append(lc.f.runnable, lc)
+		lc.f.armTurns()
+	}
+}
+
+// goOn runs the rest of a cut pipeline, at its turn (front.runTurns).
+func (lc *clientConn) goOn() {
+	defer lc.recoverPanic()
+	lc.queued = false
+	if lc.closed {
+		return
+	}
+	if lc.outOff < len(lc.out) || lc.t.inFlight() {
+		// Pub/sub messages went out meanwhile and are not all written:
+		// the Writable event that says they are queues it again.
+		lc.setEvents()
+		return
+	}
+	lc.more = false
+	lc.advance()
+	lc.setEvents()
+}
+
+// turnOver reports whether the connection has had its turnQuantum of the
+// loop in this turn; the first call of a turn that did not read the
+// clock yet starts it.
+func (lc *clientConn) turnOver() bool {
+	now := evloop.Now()
+	if lc.turnStart == 0 {
+		lc.turnStart = now
+		return false
+	}
+	return now-lc.turnStart >= turnQuantum
 }
 
 // pipeline parses and submits the commands in data, up to outputPauseAt
@@ -261,6 +331,10 @@ func (lc *clientConn) pipeline(data []byte, owned bool) (cut bool) {
 	c.localBuf = c.localBuf[:0]
 	c.charge = 0
 	c.endAllAwaits() // the last pipeline's, all ended: it was decided
+	if lc.turnStart == 0 && len(data) > 64 {
+		lc.turnStart = evloop.Now() // more than a command or two
+	}
+	n := 0
 	for len(data) > 0 && !c.quit {
 		var err error
 		start := data
@@ -268,6 +342,7 @@ func (lc *clientConn) pipeline(data []byte, owned bool) (cut bool) {
 			lc.inlineErr = err
 			break
 		}
+		local := len(c.localBuf)
 		if len(lc.args) > 0 {
 			s.command(c, lc.args)
 		}
@@ -296,10 +371,18 @@ func (lc *clientConn) pipeline(data []byte, owned bool) (cut bool) {
 			lc.awaitScript = true
 			break
 		}
-		if len(data) > 0 && len(c.localBuf)+c.charge >= outputPauseAt {
-			// The rest runs once these replies are written; until then
-			// it is input read ahead (in the guard: budgeted, and
-			// reading pauses at pauseAt).
+		if len(data) == 0 {
+			break
+		}
+		n++
+		yield := len(c.localBuf) != local || n%quantumCheckEvery == 0 || len(start)-len(data) > quantumBigCommand
+		if yield = yield && lc.turnOver(); yield {
+			s.yields.Add(1)
+		}
+		if yield || len(c.localBuf)+c.charge >= outputPauseAt {
+			// The rest runs at a later turn, once these replies are
+			// written; until then it is input read ahead (in the guard:
+			// budgeted, and reading pauses at pauseAt).
 			if owned {
 				lc.rest = data
 			} else {
@@ -426,7 +509,7 @@ func (lc *clientConn) setEvents() {
 	if !lc.eof && !lc.g.Stopped() && !(ahead && lc.g.Unread() >= pauseAt) {
 		want |= evloop.Readable
 	}
-	if lc.outOff < len(lc.out) || lc.more || lc.pushesWaiting() {
+	if lc.outOff < len(lc.out) || lc.pushesWaiting() {
 		want |= evloop.Writable
 	}
 	if err := lc.t.want(want); err != nil {

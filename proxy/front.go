@@ -26,6 +26,12 @@ type front struct {
 	isDrain bool
 	sweepAt int64 // next look for timed-out connections (idle.go); 0: none planned
 
+	// runnable: connections whose pipeline was cut (turnQuantum,
+	// outputPauseAt) and whose replies are written, in the order they
+	// queued; runTurns goes on with them, in the loop's next turn.
+	runnable   []*clientConn
+	turnsArmed bool
+
 	blocked    map[string]map[*blocker]struct{} // BLPOP waiters by key (blocking.go)
 	btimes     blockTimes                       // those with a timeout, by deadline (blocktimes.go)
 	stopListen func()                           // ends the hub's events to onEvent
@@ -148,6 +154,42 @@ func (f *front) register(lc *clientConn) {
 	}
 	f.conns[lc] = struct{}{}
 	f.armSweep(evloop.Now())
+}
+
+// armTurns makes runTurns run in the loop's next turn.
+func (f *front) armTurns() {
+	if !f.turnsArmed {
+		f.turnsArmed = true
+		f.loop.Later(f.runTurns)
+	}
+}
+
+// runTurns goes on with the connections whose pipelines were cut, after
+// the events of the turn: each gets one turnQuantum, in their order, until
+// turnShared of the loop's time is spent; the others keep their place, ahead
+// of those that queue meanwhile, for the next turn.
+func (f *front) runTurns() {
+	f.turnsArmed = false
+	n := len(f.runnable)
+	start := evloop.Now()
+	i := 0
+	for i < n {
+		lc := f.runnable[i]
+		f.runnable[i] = nil
+		i++
+		lc.goOn() // may queue it again, at the end
+		if evloop.Now()-start >= turnShared {
+			break
+		}
+	}
+	m := copy(f.runnable, f.runnable[i:])
+	clear(f.runnable[m:])
+	f.runnable = f.runnable[:m]
+	if m > 0 {
+		f.armTurns()
+	} else if cap(f.runnable) > 1024 {
+		f.runnable = nil // don't keep a burst's queue
+	}
 }
 
 // writeDeadline bounds a stream transport's blocking write: the write

@@ -20,7 +20,19 @@ func guardLimits(cfg Config) resp.Limits {
 }
 
 // fdReader reads a non-blocking socket of the event loop: what the Guard
-// fills its buffer from.
+// fills its buffer from, at most readChunk per read.
 type fdReader int
 
-func (fd fdReader) Read(p []byte) (int, error) { return evloop.Read(int(fd), p) }
+func (fd fdReader) Read(p []byte) (int, error) {
+	if len(p) > readChunk {
+		p = p[:readChunk]
+	}
+	return evloop.Read(int(fd), p)
+}
+
+// readChunk bounds one read of a client socket, and so what one readiness
+// event costs the loop (reading and validating it): a client that sends
+// megabytes is read 16 KiB a turn, as Redis reads (PROTO_IOBUF_LEN), and
+// TLS clients are (streamChunk). Lock commands are tens of bytes; a
+// pipeline of them, a few KiB.
+const readChunk = 16 << 10

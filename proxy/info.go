@@ -53,6 +53,7 @@ func (s *Server) opsSources() ops.Sources {
 		Evicted:         s.budget.Evicted(),
 		IdleCloses:      s.idleClosed.Load(),
 		HandshakeCloses: s.handshakeClosed.Load(),
+		TurnYields:      s.yields.Load(),
 
 		Blocked:   s.blockedN.Load(),
 		Repushed:  s.repushes.Load(),

@@ -43,6 +43,7 @@ type Front struct {
 	Evicted         int64 // connections closed for client_query_buffer_total
 	IdleCloses      int64 // connections closed by idle_timeout
 	HandshakeCloses int64 // connections closed by handshake_timeout
+	TurnYields      int64 // pipelines that used up their turn of the event loop and went on at a later one
 
 	Blocked int64 // clients blocked in BLPOP/BRPOP
 	// Repushed counts elements popped for BLPOP clients that hung up
@@ -155,6 +156,7 @@ func infoStats(b *strings.Builder, src *Sources) {
 	field(b, "evicted_clients", f.Evicted)
 	field(b, "idle_timeout_closes", f.IdleCloses)
 	field(b, "handshake_timeout_closes", f.HandshakeCloses)
+	field(b, "client_turn_yields", f.TurnYields)
 	field(b, "auth_failures", m.authFailures.Get())
 	var total uint64
 	m.counts(func(name string, v uint64) {
