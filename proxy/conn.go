@@ -63,6 +63,17 @@ const (
 	quantumBigCommand = 16 << 10
 )
 
+// unsentLimit bounds what the kernel holds of a client's replies that it
+// has not sent (evloop.LimitUnsent, TCP_NOTSENT_LOWAT): without it, a
+// client that does not read had Linux queue 4 MiB of replies per
+// connection before lockproxy's writes stopped, each of them rendered on
+// the event loop for nothing (1,000 such connections sending INFO: about
+// 2,000 INFOs each). With it, a connection that does not read holds about
+// this, what its own receive buffer took, and one piece of lockproxy's
+// output (at most outputPauseAt). A client that reads is not slowed: bytes
+// in flight are not counted, only those not sent yet.
+const unsentLimit = 128 << 10
+
 // clientConn is one client connection, whatever its transport
 // (transport.go): the one client pipeline. Every complete command read is
 // parsed and submitted before any is waited for, replies are written in
@@ -471,10 +482,16 @@ func (lc *clientConn) flush() {
 		lc.active = true
 	}
 	if lc.outOff < len(lc.out) {
-		if lc.blockedSince == 0 {
+		// The write timeout counts from the last write that made no
+		// progress at all: a client that reads slowly but steadily is
+		// never cut off, whatever the size of its replies.
+		switch {
+		case lc.blockedSince == 0:
 			lc.blockedSince = evloop.Now()
 			lc.f.stuck[lc] = struct{}{}
 			lc.f.alarm.At(lc.writeLimit())
+		case n > 0:
+			lc.blockedSince = evloop.Now() // Fire finds the later limit
 		}
 		return
 	}
@@ -488,7 +505,9 @@ func (lc *clientConn) flush() {
 	lc.out, lc.outOff = lc.out[:0], 0
 }
 
-// writeLimit is when a client that stopped reading is disconnected.
+// writeLimit is when a client that stopped reading is disconnected: the
+// write timeout after the first write that its replies did not all fit
+// since the last that took some.
 func (lc *clientConn) writeLimit() int64 {
 	limit := lc.blockedSince + int64(lc.f.s.cfg.WriteTimeout)
 	if lc.f.closing {

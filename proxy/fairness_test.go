@@ -1,15 +1,19 @@
 package proxy_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -48,7 +52,11 @@ func innocentLatency(t *testing.T, c *cluster, d time.Duration) (slowest time.Du
 // the loop render a 1 MiB piece of replies (about 450 INFOs, 27 ms) per
 // turn until the kernel had taken 4 MiB of them: an innocent client's SET
 // NX PX 10000 took 5 to 13 s, some answered NOQUORUM because the masters'
-// replies were read past node_timeout (review: 9.8 s).
+// replies were read past node_timeout (review: 9.8 s). Now a connection
+// has 100µs of the loop per turn and those that go on share 1 ms per turn
+// (conn.go turnQuantum, turnShared), and the kernel takes about 128 KiB of
+// unsent replies from a connection that does not read instead of 4 MiB
+// (unsentLimit), so each costs the loop about 16 times less in all.
 func TestNonReadersCannotStarveOthers(t *testing.T) {
 	transports(t, func(t *testing.T, start func(testing.TB, int, ...clusterOpt) *cluster) {
 		// TLS handshakes take about 7 ms each on a loaded 2-core machine:
@@ -154,4 +162,115 @@ func TestLongPipelinesShareTheLoop(t *testing.T) {
 	if readerErr != nil {
 		t.Errorf("a reading client's connection failed: %v", readerErr)
 	}
+}
+
+// TestSlowReaderGetsEveryReply: a legitimate client that reads slowly, with
+// pauses, a long pipeline of quorum reads (GET, PTTL) and of large local
+// replies (CLIENT GETNAME of a 4 KiB name), gets every reply in order and
+// is not disconnected, with the write timeout at 1 s and reads that take
+// far longer than that in all: the timeout counts from the last progress,
+// not from the first reply that did not fit.
+func TestSlowReaderGetsEveryReply(t *testing.T) {
+	transports(t, func(t *testing.T, start func(testing.TB, int, ...clusterOpt) *cluster) {
+		const writeTimeout = time.Second
+		c := start(t, 3, func(pc *proxy.Config, qc *quorum.Config) {
+			pc.WriteTimeout = writeTimeout
+			qc.NodeTimeout = 2 * time.Second // thousands of reads queue on the masters
+		})
+		ctx := context.Background()
+		value := strings.Repeat("v", 512)
+		if ok, err := c.client().SetNX(ctx, "lock:slow", value, time.Minute).Result(); err != nil || !ok {
+			t.Fatalf("SET NX: %v %v", ok, err)
+		}
+		conn := c.dialSmallWindow()
+		defer conn.Close()
+		name := strings.Repeat("n", 4096)
+		if out, _ := exchangeUntil(t, conn, encode("CLIENT", "SETNAME", name), "+OK\r\n"); out != "+OK\r\n" {
+			t.Fatalf("CLIENT SETNAME: %q", out)
+		}
+		const n = 1500
+		// 600 names first: 2.4 MB that lockproxy renders at once, then
+		// quorum reads.
+		reply := func(i int) (cmd string, bulk bool, want string) {
+			switch {
+			case i < 600:
+				return encode("CLIENT", "GETNAME"), true, name
+			case i%2 == 0:
+				return encode("GET", "lock:slow"), true, value
+			}
+			return encode("PTTL", "lock:slow"), false, ""
+		}
+		var in strings.Builder
+		for i := range n {
+			cmd, _, _ := reply(i)
+			in.WriteString(cmd)
+		}
+		werr := make(chan error, 1)
+		go func() {
+			conn.SetWriteDeadline(time.Now().Add(time.Minute))
+			_, err := conn.Write([]byte(in.String()))
+			werr <- err
+		}()
+		// 2.7 MB of replies read at 1 MB/s at most, with a pause of 0.6
+		// write timeouts every 500 replies: a 1 MiB piece of replies takes
+		// longer than the write timeout to read (before, a client was cut
+		// off then).
+		r := bufio.NewReaderSize(&throttled{r: conn, per: 4 << 10, every: 4 * time.Millisecond}, 4096)
+		conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
+		began := time.Now()
+		buf := make([]byte, 4096+2)
+		for i := range n {
+			if i > 0 && i%500 == 0 {
+				time.Sleep(writeTimeout * 6 / 10)
+			}
+			_, bulk, want := reply(i)
+			head, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("reply %d of %d after %v: %v (disconnected?)", i, n, time.Since(began).Round(time.Millisecond), err)
+			}
+			if !bulk {
+				if ms, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, ":"))); err != nil || head[0] != ':' || ms <= 0 {
+					t.Fatalf("reply %d: %q, want the PTTL of a held lock", i, head)
+				}
+				continue
+			}
+			if head != fmt.Sprintf("$%d\r\n", len(want)) {
+				t.Fatalf("reply %d: header %q, want a bulk of %d bytes", i, head, len(want))
+			}
+			b := buf[:len(want)+2]
+			if _, err := io.ReadFull(r, b); err != nil {
+				t.Fatalf("reply %d: %v", i, err)
+			}
+			if string(b[:len(want)]) != want {
+				t.Fatalf("reply %d: %.40q…, want %.40q…", i, b, want)
+			}
+		}
+		if err := <-werr; err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.client().Info(ctx, "stats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d replies read slowly in %v; %s", n, time.Since(began).Round(time.Millisecond), "write_timeout_closes:"+infoField(info, "write_timeout_closes"))
+		if v := infoField(info, "write_timeout_closes"); v != "0" {
+			t.Fatalf("write_timeout_closes = %s, want 0", v)
+		}
+	})
+}
+
+// throttled reads at most per bytes every interval.
+type throttled struct {
+	r     io.Reader
+	per   int
+	every time.Duration
+	next  time.Time
+}
+
+func (t *throttled) Read(p []byte) (int, error) {
+	if d := time.Until(t.next); d > 0 {
+		time.Sleep(d)
+	}
+	t.next = time.Now().Add(t.every)
+	return t.r.Read(p[:min(len(p), t.per)])
 }

@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
@@ -29,8 +32,10 @@ type front struct {
 	// runnable: connections whose pipeline was cut (turnQuantum,
 	// outputPauseAt) and whose replies are written, in the order they
 	// queued; runTurns goes on with them, in the loop's next turn.
-	runnable   []*clientConn
-	turnsArmed bool
+	runnable    []*clientConn
+	turnsArmed  bool
+	writeLogAt  int64 // evloop.Now() of the last write-timeout warning
+	writeUnlogd int   // write-timeout closes since, not logged one by one
 
 	blocked    map[string]map[*blocker]struct{} // BLPOP waiters by key (blocking.go)
 	btimes     blockTimes                       // those with a timeout, by deadline (blocktimes.go)
@@ -119,14 +124,36 @@ func (f *front) admit(conn net.Conn) {
 			f.s.gone()
 			return
 		}
+		if err := evloop.LimitUnsent(fd, unsentLimit); err != nil {
+			f.s.cfg.Logger.Debug("could not bound the kernel's unsent output of a client connection", "client", addr, "err", err)
+		}
 		t = newFDTransport(f.loop, fd)
 	} else {
+		limitUnsent(conn, f.s.cfg.Logger)
 		t = newStreamTransport(f.loop, conn, f.writeDeadline)
 	}
 	lc := newClientConn(f, t, addr)
 	if f.loop.Post(func() { f.register(lc) }) != nil {
 		t.close(nil)
 		f.s.gone()
+	}
+}
+
+// limitUnsent sets unsentLimit on the TCP socket under conn (TLS too).
+func limitUnsent(conn net.Conn, log *slog.Logger) {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err == nil {
+		rc.Control(func(fd uintptr) { err = evloop.LimitUnsent(int(fd), unsentLimit) })
+	}
+	if err != nil {
+		log.Debug("could not bound the kernel's unsent output of a client connection", "client", conn.RemoteAddr().String(), "err", err)
 	}
 }
 
@@ -192,6 +219,36 @@ func (f *front) runTurns() {
 	}
 }
 
+// writeTimedOut counts and reports a client closed for not reading its
+// replies: a warning, at most one every writeLogEvery with how many others
+// were closed since.
+func (f *front) writeTimedOut(lc *clientConn, now int64) {
+	f.s.writeClosed.Add(1)
+	if f.closing {
+		return // the shutdown's grace, not the client's fault alone
+	}
+	if f.writeLogAt != 0 && now-f.writeLogAt < writeLogEvery {
+		f.writeUnlogd++
+		return
+	}
+	f.s.cfg.Logger.Warn("client did not read its replies for the write timeout; its connection is closed (only its own commands were held meanwhile). "+
+		"A client must read the replies to the commands it sends: look for one stuck or pipelining without reading (INFO stats write_timeout_closes counts them)",
+		"client", lc.c.addr, "name", clipName(lc.c.name), "write_timeout", f.s.cfg.WriteTimeout, "unwritten_bytes", len(lc.out)-lc.outOff+lc.t.held(),
+		"unread_input_bytes", lc.g.Unread(), "others_closed_since_last_warning", f.writeUnlogd)
+	f.writeLogAt, f.writeUnlogd = now, 0
+}
+
+func clipName(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// writeLogEvery spaces the write-timeout warnings: 1,000 clients that stop
+// reading together make one line, and a count in the next.
+const writeLogEvery = int64(10 * time.Second)
+
 // writeDeadline bounds a stream transport's blocking write: the write
 // timeout, or the shutdown's grace. Any goroutine.
 func (f *front) writeDeadline() time.Time {
@@ -211,7 +268,7 @@ func (f *front) Fire(now int64) int64 {
 	for lc := range f.stuck {
 		limit := lc.writeLimit()
 		if now >= limit {
-			f.s.cfg.Logger.Debug("client did not read its replies in time; its connection is closed", "client", lc.c.addr, "write_timeout", f.s.cfg.WriteTimeout)
+			f.writeTimedOut(lc, now)
 			lc.close()
 			continue
 		}

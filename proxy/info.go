@@ -53,6 +53,7 @@ func (s *Server) opsSources() ops.Sources {
 		Evicted:         s.budget.Evicted(),
 		IdleCloses:      s.idleClosed.Load(),
 		HandshakeCloses: s.handshakeClosed.Load(),
+		WriteCloses:     s.writeClosed.Load(),
 		TurnYields:      s.yields.Load(),
 
 		Blocked:   s.blockedN.Load(),

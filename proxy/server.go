@@ -61,6 +61,7 @@ type Server struct {
 
 	idleClosed, handshakeClosed atomic.Int64 // connections closed by IdleTimeout, HandshakeTimeout
 	pushClosed                  atomic.Int64 // subscribers closed over the pubsub output limits
+	writeClosed                 atomic.Int64 // clients closed for not reading their replies (WriteTimeout)
 	yields                      atomic.Int64 // pipelines cut at turnQuantum, gone on at a later turn
 	blockedN                    atomic.Int64 // clients blocked in BLPOP/BRPOP
 	repushes                    atomic.Int64 // elements put back for BLPOP clients that hung up

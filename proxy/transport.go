@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -36,6 +37,8 @@ type transport interface {
 	// (a stream transport's writer holds them); a Writable event follows
 	// once they are.
 	inFlight() bool
+	// held is how many bytes that write took are not written yet.
+	held() int
 	// close closes the connection; last, when not nil, is written first
 	// if it can be without waiting (a final error).
 	close(last []byte)
@@ -56,6 +59,7 @@ func newFDTransport(loop *evloop.Loop, fd int) *fdTransport {
 func (t *fdTransport) reader() io.Reader           { return t.rd }
 func (t *fdTransport) write(p []byte) (int, error) { return evloop.Write(t.fd, p) }
 func (t *fdTransport) inFlight() bool              { return false } // in the kernel's buffer
+func (t *fdTransport) held() int                   { return 0 }
 
 func (t *fdTransport) want(events uint32) error {
 	if events == t.events {
@@ -96,6 +100,7 @@ type streamTransport struct {
 	rerr    error  // the read's error, once chunk is taken
 	reading bool   // a read is asked for or under way
 	writing bool   // the writer holds a batch
+	holding int    // of that many bytes
 	again   bool   // a read of the left-over chunk is posted
 	werr    error  // the writer's error
 }
@@ -145,8 +150,7 @@ func (t *streamTransport) writeLoop() {
 	for {
 		select {
 		case b := <-t.writeNext:
-			t.conn.SetWriteDeadline(t.writeT())
-			_, err := t.conn.Write(b)
+			err := t.writeAll(b)
 			if t.loop.Post(func() { t.written(err) }) != nil {
 				t.conn.Close()
 				return
@@ -156,8 +160,7 @@ func (t *streamTransport) writeLoop() {
 			// at most one is left: the replies before the close go out.
 			select {
 			case b := <-t.writeNext:
-				t.conn.SetWriteDeadline(t.writeT())
-				t.conn.Write(b)
+				t.writeAll(b)
 			default:
 			}
 			if last != nil {
@@ -170,9 +173,37 @@ func (t *streamTransport) writeLoop() {
 	}
 }
 
+// writeAll writes b in pieces, each with a fresh deadline: like a socket on
+// the loop, a client that reads slowly but steadily is not cut off by the
+// write timeout, whatever the size of its replies; one that reads nothing
+// for that long is.
+func (t *streamTransport) writeAll(b []byte) error {
+	for len(b) > 0 {
+		n := min(len(b), writePiece)
+		t.conn.SetWriteDeadline(t.writeT())
+		if _, err := t.conn.Write(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// writePiece is what a stream's writer writes under one deadline.
+const writePiece = 64 << 10
+
 // written is told on the loop that the writer is done with its batch.
 func (t *streamTransport) written(err error) {
 	t.writing, t.werr = false, err
+	if err != nil && !t.c.closed {
+		// Closed now: its next write would fail with err anyway, and
+		// it may have none.
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.c.f.writeTimedOut(t.c, evloop.Now())
+		}
+		t.c.close()
+		return
+	}
 	t.c.OnEvent(evloop.Writable)
 }
 
@@ -204,12 +235,18 @@ func (t *streamTransport) write(p []byte) (int, error) {
 	case t.writing:
 		return 0, syscall.EAGAIN
 	}
-	t.writing = true
+	t.writing, t.holding = true, len(p)
 	t.writeNext <- append([]byte(nil), p...) // cap 1, and the writer took the last
 	return len(p), nil
 }
 
 func (t *streamTransport) inFlight() bool { return t.writing }
+func (t *streamTransport) held() int {
+	if t.writing {
+		return t.holding
+	}
+	return 0
+}
 
 func (t *streamTransport) want(events uint32) error {
 	switch {

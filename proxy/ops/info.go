@@ -43,6 +43,7 @@ type Front struct {
 	Evicted         int64 // connections closed for client_query_buffer_total
 	IdleCloses      int64 // connections closed by idle_timeout
 	HandshakeCloses int64 // connections closed by handshake_timeout
+	WriteCloses     int64 // connections closed for not reading their replies (write timeout)
 	TurnYields      int64 // pipelines that used up their turn of the event loop and went on at a later one
 
 	Blocked int64 // clients blocked in BLPOP/BRPOP
@@ -156,6 +157,7 @@ func infoStats(b *strings.Builder, src *Sources) {
 	field(b, "evicted_clients", f.Evicted)
 	field(b, "idle_timeout_closes", f.IdleCloses)
 	field(b, "handshake_timeout_closes", f.HandshakeCloses)
+	field(b, "write_timeout_closes", f.WriteCloses)
 	field(b, "client_turn_yields", f.TurnYields)
 	field(b, "auth_failures", m.authFailures.Get())
 	var total uint64
