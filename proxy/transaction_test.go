@@ -68,6 +68,8 @@ func TestWatchMultiRelease(t *testing.T) {
 	want(p.do("MULTI"), ok, "MULTI")
 	want(p.do("DEL", "k"), queued, "DEL in MULTI")
 	want(p.do("EXEC"), "*1\r\n:1\r\n", "EXEC")
+	// Answered at a quorum: the last master may apply it a moment later.
+	waitFor(t, func() bool { return count(c.onMasters("k"), "(nil)") == 3 }, "the release on every master")
 	if v := c.onMasters("k"); count(v, "(nil)") != 3 {
 		t.Fatalf("after the release the masters hold %v", v)
 	}
