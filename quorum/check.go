@@ -41,7 +41,11 @@ const checkLua = `local function lockproxy_holds(k, tok)
   if tok == nil then return t ~= "none" end
   if t == "string" then
     local v = redis.call("GET", k)
-    return v == tok or (#tok > 0 and string.find(v, tok, 1, true) ~= nil)
+    if v == tok or (#tok > 0 and string.find(v, tok, 1, true) ~= nil) then return true end
+    -- a JSON value written with cjson.encode, which escapes the token's
+    -- '/' (base64) and '"' and '\'
+    local j = string.sub(cjson.encode(tok), 2, -2)
+    return j ~= tok and #j > 0 and string.find(v, j, 1, true) ~= nil
   elseif t == "hash" then
     if redis.call("HEXISTS", k, tok) == 1 then return true end
     if redis.call("HLEN", k) <= 64 then
