@@ -165,21 +165,32 @@ func WrapGuard(body, keys, token string) (string, error) {
 		return "", fmt.Errorf("a guarded script needs its lock keys and token")
 	}
 	return wrap2(body, checkLua+`local lockproxy_keys, lockproxy_tok = `+keys+`, `+token+`
-local lockproxy_dump, lockproxy_before = {}, {}
+local lockproxy_dump, lockproxy_before, lockproxy_at0 = {}, {}, {}
+local function lockproxy_expiry(k)
+  local at = redis.pcall("PEXPIRETIME", k)
+  if type(at) ~= "number" then return nil end
+  return at
+end
 for i = 1, #lockproxy_keys do
   local k = lockproxy_keys[i]
   local t = redis.call("TYPE", k).ok
   if (t == "string" or t == "hash") and not lockproxy_holds(k, lockproxy_tok) then
     lockproxy_dump[i], lockproxy_before[i] = redis.call("DUMP", k), redis.call("PTTL", k)
+    lockproxy_at0[i] = lockproxy_expiry(k)
   end
 end
 `, `local lockproxy_put = nil
 for i = 1, #lockproxy_keys do
   local k = lockproxy_keys[i]
-  if lockproxy_dump[i] and (redis.call("DUMP", k) ~= lockproxy_dump[i] or
-      (lockproxy_before[i] > 0 and redis.call("PTTL", k) < lockproxy_before[i])) then
-    redis.call("RESTORE", k, math.max(lockproxy_before[i], 0), lockproxy_dump[i], "REPLACE")
-    lockproxy_put = k
+  if lockproxy_dump[i] then
+    local at, at0 = lockproxy_expiry(k), lockproxy_at0[i]
+    -- The expiry is compared as PEXPIREAT: Redis 7.0 does not stop the
+    -- clock inside a script, so a PTTL read after the body can be lower
+    -- with nothing changed.
+    if redis.call("DUMP", k) ~= lockproxy_dump[i] or (at0 and at and (at0 == -1 and at ~= -1 or at0 > 0 and (at < at0 and at ~= -1))) then
+      redis.call("RESTORE", k, math.max(lockproxy_before[i], 0), lockproxy_dump[i], "REPLACE")
+      lockproxy_put = k
+    end
   end
 end
 if lockproxy_put then

@@ -209,8 +209,11 @@ func (s *Script) check(op *quorum.ScriptOp) {
 	case op.Body == "" || op.RunAs != "" || (s.TokenArg <= 0 && s.TokenConst == ""):
 		return
 	case s.Kind == quorum.Release || s.Kind == quorum.Read:
-		keys, token := s.checkArgs()
-		if body, err := quorum.WrapGuard(op.Body, keys, token); err == nil {
+		// Every KEYS, not only the lock keys: a release that also deletes
+		// its second key deleted whatever lock a client named there
+		// (review, helper-69).
+		_, token := s.checkArgs()
+		if body, err := quorum.WrapGuard(op.Body, "KEYS", token); err == nil {
 			op.Body, op.SHA1 = body, quorum.ScriptSHA1(body)
 		}
 		return
