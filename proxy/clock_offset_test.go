@@ -164,8 +164,16 @@ func absoluteExpiryAhead(t *testing.T, v string, ahead time.Duration, wantGrant 
 	// lockproxy accounted the grant's validity from PXAT on its own clock.
 	untilA := pxat.Add(-quorum.Drift(ttl, 0.01))
 	t.Logf("A holds k until %v from now (lockproxy's accounting); masters' PTTLs %v", time.Until(untilA).Round(time.Millisecond), p.pttls("k"))
+	refusedUntil(t, b, untilA, ahead)
+}
+
+// refusedUntil has b try SET k NX until A's validity ends: with the
+// masters' clocks ahead, a lock kept to its absolute deadline on their
+// clocks expires there before it.
+func refusedUntil(t *testing.T, b *redis.Client, untilA time.Time, ahead time.Duration) {
+	t.Helper()
 	for time.Now().Before(untilA) {
-		ok, err := b.SetNX(ctx, "k", "tokB", 10*time.Second).Result()
+		ok, err := b.SetNX(context.Background(), "k", "tokB", 10*time.Second).Result()
 		if err == nil && ok {
 			t.Fatalf("DOUBLE GRANT: B granted k %v before the end of A's validity (masters' clocks %v ahead of lockproxy's; A's lock expired there at its absolute time on their clocks)",
 				time.Until(untilA).Round(time.Millisecond), ahead)
