@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
@@ -120,4 +122,105 @@ func TestScriptFlushIsPerConnection(t *testing.T) {
 			t.Fatalf("EVALSHA after SCRIPT LOAD on the flushed connection: %v", err)
 		}
 	})
+}
+
+// cachedScripts reads number_of_cached_scripts of each master.
+func cachedScripts(t *testing.T, c *cluster) []int {
+	t.Helper()
+	var out []int
+	for _, m := range c.masters {
+		info, err := m.Do("INFO", "memory")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := -1
+		for _, l := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(l, "number_of_cached_scripts:"); ok {
+				n, _ = strconv.Atoi(v)
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// Understood scripts are loaded on every master, and Redis never drops a
+// script loaded by SCRIPT LOAD: a client sending a release with another
+// local name each time grew every master's script cache without end (8 KB
+// of RSS per script on each master, docs/hardening.md). lockproxy keeps at
+// most UnderstoodPerMaster of them loaded on a master, flushing its
+// scripts (and loading its own and the catalog's again) before the one
+// past it; a flushed script still in use is loaded again, with no
+// NOSCRIPT reaching the client.
+func TestUnderstoodScriptsOnMastersBounded(t *testing.T) {
+	const bound, n = 16, 120
+	c := startCluster(t, 3, func(_ *proxy.Config, qc *quorum.Config) { qc.UnderstoodPerMaster = bound })
+	ctx := context.Background()
+	cl := c.client()
+	base := cachedScripts(t, c)
+	release := func(i int) string {
+		return fmt.Sprintf("local v%d = redis.call(\"get\", KEYS[1])\nif v%d == ARGV[1] then return redis.call(\"del\", KEYS[1]) else return 0 end", i, i)
+	}
+	for i := range n {
+		if got, err := cl.Eval(ctx, release(i), []string{"k"}, "t").Int(); err != nil || got != 0 {
+			t.Fatalf("EVAL of understood release %d: %v, %v; want 0", i, got, err)
+		}
+	}
+	for m, got := range cachedScripts(t, c) {
+		if got > base[m]+bound {
+			t.Errorf("master %d caches %d scripts after %d distinct understood ones: lockproxy's and the catalog's %d, and %d more; want at most %d more", m, got, n, base[m], got-base[m], bound)
+		}
+	}
+	info, err := cl.Info(ctx, "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "master_script_flushes:") || strings.Contains(info, "master_script_flushes:0\r\n") {
+		t.Errorf("INFO stats counts no master_script_flushes")
+	}
+	// A script flushed from the masters still works: it is loaded again.
+	if err := cl.SetNX(ctx, "lk", "tok", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cl.EvalSha(ctx, sha1hex(release(0)), []string{"lk"}, "tok").Int(); err != nil || got != 1 {
+		t.Fatalf("EVALSHA of the first understood release, flushed since: %v, %v; want 1", got, err)
+	}
+	// So do the catalog's, and lockproxy's own (EXISTS reads through one).
+	body := builtinBody(t, "bsm-redislock release (node-redlock v3 release)")
+	if err := cl.SetNX(ctx, "lk", "tok", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cl.EvalSha(ctx, sha1hex(body), []string{"lk"}, "tok").Int(); err != nil || got != 1 {
+		t.Fatalf("EVALSHA of a catalogued release after the flushes: %v, %v; want 1", got, err)
+	}
+	if n, err := cl.Exists(ctx, "lk").Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS of the released lock: %v, %v; want 0", n, err)
+	}
+	// Clients running scripts at once while masters are flushed: every
+	// EVALSHA lockproxy sends finds its script (a flush is queued with
+	// the loads it makes necessary, ahead of any EVALSHA queued after it).
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 60 {
+				i := n + (g*60+j*7)%90
+				if got, err := cl.Eval(ctx, release(i), []string{"k"}, "t").Int(); err != nil || got != 0 {
+					t.Errorf("EVAL of understood release %d: %v, %v; want 0", i, got, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for m, srv := range c.masters {
+		stats, err := srv.Do("INFO", "errorstats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(stats, "NOSCRIPT") {
+			t.Errorf("master %d answered NOSCRIPT: %s", m, stats)
+		}
+	}
 }

@@ -28,6 +28,10 @@ type Config struct {
 	// Scripts are loaded on every master connection (with lockproxy's own),
 	// so that EVALSHA of a catalogued script never meets NOSCRIPT.
 	Scripts []string
+	// UnderstoodPerMaster bounds the scripts not in Scripts (understood
+	// ones) kept loaded on one master; past it that master's scripts are
+	// flushed (load.go). 0: MaxUnderstoodPerMaster; tests set it lower.
+	UnderstoodPerMaster int
 	// Dial connects to a master; default plain TCP. Set for TLS.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// MasterUsername and MasterPassword authenticate every connection to

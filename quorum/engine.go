@@ -40,6 +40,7 @@ type Engine struct {
 	keys  keyTable
 	slots keySlots    // failed acquisitions waiting for late replies, by key (keygen.go)
 	loads scriptLoads // understood scripts loaded on each master (load.go)
+	init  [][]byte    // the pipelines' Init: lockproxy's and the catalog's scripts
 	// quarantine[i] is the unix time in ms until which master i's votes do
 	// not count (it lost its data and may have lost keys of valid locks);
 	// 0: none. Commands are still sent to it, so its state rebuilds.
@@ -91,7 +92,11 @@ func New(cfg Config) (*Engine, error) {
 	e.checkErrs = make([]atomic.Pointer[string], e.n)
 	e.keys.init()
 	e.slots.init(e.keys.seed)
-	e.loads.init(e.n)
+	bound := cfg.UnderstoodPerMaster
+	if bound <= 0 {
+		bound = MaxUnderstoodPerMaster
+	}
+	e.loads.init(e.n, bound)
 	var err error
 	if e.timers, err = newDeadlines(e.loop); err != nil {
 		return nil, fmt.Errorf("quorum: starting the deadline timer: %w", err)
@@ -103,6 +108,7 @@ func New(cfg Config) (*Engine, error) {
 	for _, s := range cfg.Scripts {
 		init = append(init, ScriptLoad(s))
 	}
+	e.init = init
 	e.qmon = newMonitor(e)
 	onState := e.qmon.onState(func(i int, up bool, err error) {
 		if up {
@@ -274,8 +280,7 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 			r.Complete(i, resp.Reply{}, &notSentError{&StalledError{For: p.Stalled(now)}})
 			continue
 		}
-		e.loadFirst(i, r)
-		if err := p.Submit(batching.Op{Cmd: r.cmd, Deadline: opDeadline, C: r}); err != nil {
+		if err := e.submitLoaded(i, r, batching.Op{Cmd: r.cmd, Deadline: opDeadline, C: r}); err != nil {
 			r.Complete(i, resp.Reply{}, &notSentError{err})
 		}
 	}

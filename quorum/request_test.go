@@ -68,7 +68,7 @@ func fakeEngine(n int) *Engine {
 	e := &Engine{cfg: cfg, n: n, q: Size(n)}
 	e.keys.init()
 	e.slots.init(e.keys.seed)
-	e.loads.init(n)
+	e.loads.init(n, MaxUnderstoodPerMaster)
 	e.timers, _ = newDeadlines(nil)
 	e.pipes = nil
 	e.quarantine = make([]atomic.Int64, n)

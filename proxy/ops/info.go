@@ -180,6 +180,7 @@ func infoStats(b *strings.Builder, src *Sources) {
 	field(b, "undo_unconfirmed", unknown)
 	field(b, "split_vote_retries", src.Engine.Retries())
 	field(b, "scripts_known", f.ScriptsKnown)
+	field(b, "master_script_flushes", src.Engine.ScriptFlushes())
 }
 
 // quarantineWhyNames are INFO's short names of quorum.Why.
