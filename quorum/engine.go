@@ -57,6 +57,8 @@ type Engine struct {
 	// unknown for good (connection broken after sending): not undone.
 	unconfirmed atomic.Int64
 	retries     atomic.Int64 // split votes retried (retry.go)
+	big         atomic.Int64 // bytes of large commands not answered by every master (big.go)
+	bigRefused  atomic.Int64 // large commands refused at MaxBigInFlight
 	// repairs[i]: master i lost its data and its counters are not restored
 	// yet; its replies do not count for counters (counter.go, repair.go).
 	repairs [MaxMasters]atomic.Bool
@@ -237,6 +239,13 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 			return true
 		}
 		timeout = min(timeout, left)
+	}
+	if !e.admitBig(r) {
+		r.mu.Lock()
+		r.err = &BigInFlightError{Size: len(r.cmd), Max: MaxBigInFlight}
+		r.decidedIn = true
+		r.mu.Unlock()
+		return true
 	}
 	dl := now + int64(timeout)
 	r.mu.Lock()

@@ -109,6 +109,10 @@ type Request struct {
 	// load, for a script not loaded on every master connection: its body
 	// and sha1, loaded on a master before its first use there.
 	load *ScriptOp
+	// bigBytes is cmd's length when it counts against Engine.big (a large
+	// command, big.go), until bigLeft, its masters not yet complete, is 0.
+	bigBytes int64
+	bigLeft  atomic.Int32
 	// exclusive marks a plain SET NX: it cannot succeed while another
 	// acquisition of the key from this process holds validity, so queued
 	// behind one that succeeded it is answered "not acquired" at once.
@@ -204,6 +208,9 @@ func (r *Request) Decided() bool { return r.done.Load() }
 // Each op dispatch sends holds a reference to r, which this drops.
 func (r *Request) Complete(master int, rep resp.Reply, err error) {
 	r.complete(master, rep, err)
+	if r.bigBytes > 0 && r.bigLeft.Add(-1) == 0 {
+		r.e.big.Add(-r.bigBytes)
+	}
 	r.unref()
 }
 

@@ -181,6 +181,7 @@ func infoStats(b *strings.Builder, src *Sources) {
 	field(b, "split_vote_retries", src.Engine.Retries())
 	field(b, "scripts_known", f.ScriptsKnown)
 	field(b, "master_script_flushes", src.Engine.ScriptFlushes())
+	field(b, "large_commands_refused", src.Engine.BigRefused())
 }
 
 // quarantineWhyNames are INFO's short names of quorum.Why.
