@@ -35,15 +35,38 @@ type Table struct {
 	flushed   atomic.Bool               // some connection ran SCRIPT FLUSH: stamp loads
 	stamp     atomic.Uint64             // orders loads and flushes
 
-	mu      sync.Mutex               // protects learned and lru
+	mu      sync.Mutex               // protects learned, lru and bytes
 	learned map[string]*list.Element // client sha1 → its element in lru
 	lru     list.List                // of *learnedScript, the most recently used first
+	bytes   int                      // heldBytes of the learned scripts
+	// maxBytes bounds bytes (MaxHeldScriptBytes; tests set it lower).
+	maxBytes int
 }
 
 type learnedScript struct {
 	sha    string
 	sc     *Script
 	loaded uint64 // stamp of its last load; 0 before any flush
+	bytes  int    // heldBytes(sc) when sc is not the catalog's
+}
+
+// MaxHeldScriptBytes bounds, by heldBytes, the scripts not in the catalog
+// that the Table keeps (understood ones, and [[scripts]] entries given the
+// client's text), and those the Understander keeps (fixed): a client's
+// script text may be 16 KiB (analyze.Options.MaxBodyBytes), which made a
+// learned understood script about 36 KB, so 10,000 of them 360 MB. Plain
+// lock scripts, about 4 KB each, are bounded by the counts first.
+const MaxHeldScriptBytes = 32 << 20
+
+// heldBytes is about what keeping sc costs, when it is not a catalog
+// entry: its text, what the masters run (a wrapped copy), its summary, and
+// the rest of the Script and its ScriptOp (about 4 KB, measured).
+func heldBytes(sc *Script) int {
+	n := 4096 + len(sc.Body) + len(sc.Semantics)
+	if sc.op != nil && sc.op.Body != sc.Body {
+		n += len(sc.op.Body)
+	}
+	return n
 }
 
 // DefaultLearnedScripts bounds the learned sha1s (proxy.Config.LearnedScripts):
@@ -57,7 +80,7 @@ func NewTable(cat *Catalog, max int) *Table {
 	if max <= 0 {
 		max = DefaultLearnedScripts
 	}
-	t := &Table{cat: cat, max: max, catLoaded: map[string]*atomic.Uint64{}, learned: map[string]*list.Element{}}
+	t := &Table{cat: cat, max: max, maxBytes: MaxHeldScriptBytes, catLoaded: map[string]*atomic.Uint64{}, learned: map[string]*list.Element{}}
 	for _, sc := range cat.Scripts() {
 		t.catLoaded[sc.SHA1] = new(atomic.Uint64)
 	}
@@ -112,16 +135,24 @@ func (t *Table) load(sha string, sc *Script) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	size := 0
+	if t.cat.bySHA[sc.SHA1] != sc {
+		size = heldBytes(sc)
+	}
 	if e := t.learned[sha]; e != nil {
 		ls := e.Value.(*learnedScript)
-		ls.sc, ls.loaded = sc, max(ls.loaded, stamp)
+		t.bytes += size - ls.bytes
+		ls.sc, ls.loaded, ls.bytes = sc, max(ls.loaded, stamp), size
 		t.lru.MoveToFront(e)
-		return
+	} else {
+		t.learned[sha] = t.lru.PushFront(&learnedScript{sha: sha, sc: sc, loaded: stamp, bytes: size})
+		t.bytes += size
 	}
-	t.learned[sha] = t.lru.PushFront(&learnedScript{sha: sha, sc: sc, loaded: stamp})
-	for t.lru.Len() > t.max {
+	for t.lru.Len() > t.max || (t.bytes > t.maxBytes && t.lru.Len() > 1) {
 		old := t.lru.Back()
-		delete(t.learned, old.Value.(*learnedScript).sha)
+		ls := old.Value.(*learnedScript)
+		delete(t.learned, ls.sha)
+		t.bytes -= ls.bytes
 		t.lru.Remove(old)
 	}
 }

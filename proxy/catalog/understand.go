@@ -30,14 +30,17 @@ type Understander struct {
 	known    map[string]*list.Element // sha1 → its element in lru
 	lru      list.List                // of *understoodScript, most recently used first
 	keep     int                      // the most kept
+	bytes    int                      // heldBytes of the scripts kept
+	maxBytes int                      // bounds bytes (MaxHeldScriptBytes; tests set it lower)
 	ctx      context.Context          // ends the analyses at shutdown
 	cancel   context.CancelFunc
 }
 
 type understoodScript struct {
-	sha string
-	sc  *Script
-	err error // the refusal
+	sha   string
+	sc    *Script
+	err   error // the refusal
+	bytes int   // heldBytes(sc), or the refusal's text
 }
 
 // Analysis is one analysis under way; done is closed when sc or err is
@@ -80,6 +83,7 @@ func NewUnderstander(maxTTL time.Duration, drift float64) *Understander {
 		inflight: map[string]*Analysis{},
 		known:    map[string]*list.Element{},
 		keep:     defaultUnderstoodKept,
+		maxBytes: MaxHeldScriptBytes,
 		ctx:      ctx,
 		cancel:   cancel,
 	}
@@ -216,10 +220,23 @@ func (u *Understander) settle(sha string, j *Analysis, sc *Script, err error) {
 	stopped := j.ctx.Err() != nil
 	j.cancel() // releases the context's resources
 	if !stopped {
-		u.known[sha] = u.lru.PushFront(&understoodScript{sha: sha, sc: sc, err: err})
-		for u.lru.Len() > u.keep {
+		us := &understoodScript{sha: sha, sc: sc, err: err}
+		if sc != nil {
+			us.bytes = heldBytes(sc)
+		} else if err != nil {
+			us.bytes = 256 + len(err.Error())
+		}
+		if old := u.known[sha]; old != nil {
+			u.bytes -= old.Value.(*understoodScript).bytes
+			u.lru.Remove(old)
+		}
+		u.known[sha] = u.lru.PushFront(us)
+		u.bytes += us.bytes
+		for u.lru.Len() > u.keep || (u.bytes > u.maxBytes && u.lru.Len() > 1) {
 			old := u.lru.Back()
-			delete(u.known, old.Value.(*understoodScript).sha)
+			ous := old.Value.(*understoodScript)
+			delete(u.known, ous.sha)
+			u.bytes -= ous.bytes
 			u.lru.Remove(old)
 		}
 	}

@@ -2,7 +2,10 @@ package catalog
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +71,52 @@ func TestUnderstoodScriptBounded(t *testing.T) {
 		if refused == nil || !(strings.Contains(refused.Error(), "long constant values") || strings.Contains(refused.Error(), "bytes of strings")) || len(refused.Error()) > maxRefusalText {
 			t.Errorf("%.60s…: %v; want a short refusal for long constant values", body, refused)
 		}
+	}
+}
+
+// paddedRelease is an understood release whose text is about 15 KB (a
+// comment; the analyzer reads up to 16 KiB), distinct for each i.
+func paddedRelease(i int) (body []byte, sha string) {
+	b := fmt.Sprintf("-- %s\nlocal v%d = redis.call(\"get\", KEYS[1])\nif v%d == ARGV[1] then return redis.call(\"del\", KEYS[1]) else return 0 end", strings.Repeat("x", 15<<10), i, i)
+	sum := sha1.Sum([]byte(b))
+	return []byte(b), hex.EncodeToString(sum[:])
+}
+
+// What the Understander and the Table keep of understood scripts is
+// bounded in bytes, not only in count: a client's text may be 16 KiB, and
+// an understood script kept its text twice (the masters run a wrapped
+// copy), about 36 KB each: 4,096 verdicts and 10,000 learned sha1s could
+// hold 360 MB. Past MaxHeldScriptBytes the least recently used go first.
+func TestHeldScriptBytesBounded(t *testing.T) {
+	const limit, n = 256 << 10, 20
+	u := NewUnderstander(time.Minute, 0.01)
+	defer u.Close()
+	u.maxBytes = limit
+	tab := NewTable(&Catalog{bySHA: map[string]*Script{}}, 0)
+	tab.maxBytes = limit
+	for i := range n {
+		body, sha := paddedRelease(i)
+		j, err := u.Start(body, sha, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-j.Done()
+		sc, refused, _ := u.Lookup(sha)
+		if sc == nil {
+			t.Fatalf("padded release %d refused: %v", i, refused)
+		}
+		tab.LoadBody(body, sc)
+	}
+	kept := 0
+	for i := range n {
+		if _, sha := paddedRelease(i); tab.Lookup([]byte(sha), 0) != nil {
+			kept++
+		}
+	}
+	if u.bytes > limit || tab.bytes > limit || kept == n {
+		t.Errorf("after %d understood scripts of ~36 KB: the Understander holds %d bytes in %d, the Table %d bytes in %d sha1s; want at most %d bytes each", n, u.bytes, u.lru.Len(), tab.bytes, kept, limit)
+	}
+	if _, sha := paddedRelease(n - 1); tab.Lookup([]byte(sha), 0) == nil {
+		t.Errorf("the most recently loaded script was dropped")
 	}
 }
