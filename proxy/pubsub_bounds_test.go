@@ -184,6 +184,43 @@ func TestPatternBounds(t *testing.T) {
 	}
 }
 
+// TestPublishMasterMatchingBounded: every master matches each PUBLISH's
+// channel against each pattern the hubs subscribed there, with Redis's
+// matcher (about the channel's length per pattern): 1000 patterns and
+// 4096-byte channels cost each master about 34 ms per PUBLISH, and a
+// client publishing in a loop made nearly every other client's SET NX fail
+// NOQUORUM. A PUBLISH whose matching work (channel bytes times patterns)
+// passes quorum.MaxMatchWork is refused, naming the limit; a lock
+// library's short channel is not held to it.
+func TestPublishMasterMatchingBounded(t *testing.T) {
+	a := startHubFront(t, redisproc.ForTest(t, 1), "")
+	wait := 5 * time.Second
+	for c := range 2 {
+		rc := a.respConn()
+		var pats []string
+		for i := range 100 {
+			pats = append(pats, fmt.Sprintf("*q%d-%d", c, i))
+		}
+		rc.send(append([]string{"PSUBSCRIBE"}, pats...)...)
+		for range pats {
+			rc.mustFrame(wait)
+		}
+	}
+	pub := a.respConn()
+	pub.send("PUBLISH", strings.Repeat("a", 4096), "m")
+	if f := pub.mustFrame(wait); !strings.HasPrefix(f, "-ERR not sent: each master would match this PUBLISH's channel against the patterns subscribed there (its length times the patterns: 819200 steps), over lockproxy's limit of 524288 steps") {
+		t.Fatalf("PUBLISH of a 4096-byte channel with 200 patterns subscribed: %.300q; want refused at the limit", f)
+	}
+	pub.send("PUBLISH", "redisson_lock__channel:{my-lock}", "m")
+	if f := pub.mustFrame(wait); f != ":0\r\n" {
+		t.Fatalf("PUBLISH on a lock library's channel: %q, want :0", f)
+	}
+	pub.send("INFO", "stats")
+	if f := pub.mustFrame(wait); !strings.Contains(f, "publish_match_refused:1\r\n") {
+		t.Errorf("INFO stats: want publish_match_refused:1 in %.2000q", f)
+	}
+}
+
 // TestSubscribersShareUnreadMessages: subscribers that do not read hold
 // the messages they have not read as references to one shared payload, as
 // Redis does, not as a framed copy each: 100 such subscribers once held

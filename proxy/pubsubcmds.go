@@ -286,6 +286,9 @@ func cmdPublish(s *Server, c *client, args [][]byte) {
 		cmd, kind = "SPUBLISH", pubsub.Shard
 	}
 	r := s.cfg.Engine.Broadcast(cmd, args[1], args[2], evloop.Now())
+	if kind == pubsub.Channel {
+		r.SetMasterWork(hub.PatternWork(len(args[1]))) // shard channels match no pattern
+	}
 	c.slots = append(c.slots, slot{req: r, kind: renderPublish, resp3: c.resp3,
 		pub: &publishSlot{kind: kind, channel: string(args[1])}})
 	s.cfg.Engine.Submit(c.w, r)

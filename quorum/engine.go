@@ -59,6 +59,8 @@ type Engine struct {
 	retries     atomic.Int64 // split votes retried (retry.go)
 	big         atomic.Int64 // bytes of large commands not answered by every master (big.go)
 	bigRefused  atomic.Int64 // large commands refused at MaxBigInFlight
+	work        atomic.Int64 // pattern matching the masters have to do (big.go)
+	workRefused atomic.Int64 // PUBLISHes refused at MaxMatchWork
 	// repairs[i]: master i lost its data and its counters are not restored
 	// yet; its replies do not count for counters (counter.go, repair.go).
 	repairs [MaxMasters]atomic.Bool
@@ -240,9 +242,9 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 		}
 		timeout = min(timeout, left)
 	}
-	if !e.admitBig(r) {
+	if err := e.admitBig(r); err != nil {
 		r.mu.Lock()
-		r.err = &BigInFlightError{Size: len(r.cmd), Max: MaxBigInFlight}
+		r.err = err
 		r.decidedIn = true
 		r.mu.Unlock()
 		return true

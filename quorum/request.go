@@ -113,6 +113,9 @@ type Request struct {
 	// command, big.go), until bigLeft, its masters not yet complete, is 0.
 	bigBytes int64
 	bigLeft  atomic.Int32
+	// work is what each master spends matching a PUBLISH against its
+	// patterns (SetMasterWork), counted against Engine.work like bigBytes.
+	work int64
 	// exclusive marks a plain SET NX: it cannot succeed while another
 	// acquisition of the key from this process holds validity, so queued
 	// behind one that succeeded it is answered "not acquired" at once.
@@ -208,8 +211,9 @@ func (r *Request) Decided() bool { return r.done.Load() }
 // Each op dispatch sends holds a reference to r, which this drops.
 func (r *Request) Complete(master int, rep resp.Reply, err error) {
 	r.complete(master, rep, err)
-	if r.bigBytes > 0 && r.bigLeft.Add(-1) == 0 {
+	if (r.bigBytes > 0 || r.work > 0) && r.bigLeft.Add(-1) == 0 {
 		r.e.big.Add(-r.bigBytes)
+		r.e.work.Add(-r.work)
 	}
 	r.unref()
 }

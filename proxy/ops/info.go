@@ -182,6 +182,7 @@ func infoStats(b *strings.Builder, src *Sources) {
 	field(b, "scripts_known", f.ScriptsKnown)
 	field(b, "master_script_flushes", src.Engine.ScriptFlushes())
 	field(b, "large_commands_refused", src.Engine.BigRefused())
+	field(b, "publish_match_refused", src.Engine.MatchWorkRefused())
 }
 
 // quarantineWhyNames are INFO's short names of quorum.Why.

@@ -412,6 +412,18 @@ func mayMatchKeyspace(pattern string) bool {
 	return false
 }
 
+// PatternWork estimates what each master spends matching a PUBLISH on a
+// channel of n bytes against the patterns this hub subscribed there
+// (held, or dropped and not yet confirmed gone): Redis's matcher takes
+// about n steps per pattern that starts with a wildcard, and this counts
+// every pattern so.
+func (h *Hub) PatternWork(n int) int64 {
+	h.mu.Lock()
+	p := len(h.patterns) + len(h.leavingPats)
+	h.mu.Unlock()
+	return int64(p) * int64(n)
+}
+
 // Reserved reports whether a client may not PUBLISH on channel: the
 // events channel, where a forged event would wake waiters for nothing.
 func (h *Hub) Reserved(channel string) bool { return channel == h.cfg.EventsChannel }

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+)
+
+// TestPatternsOnMasters measures the real binary, in front of 3 masters,
+// while clients hold the most patterns lockproxy allows, each as costly to
+// match as a 256-byte pattern can be, and one client publishes on long
+// channels (4096 bytes; LOCKPROXY_CHANNEL sets it), 16 PUBLISH a write:
+// the masters' and the proxy's CPU, and the slowest SET NX of
+// another client meanwhile. Opt-in:
+//
+//	LOCKPROXY_HOSTILE=1 go test -run TestPatternsOnMasters -v ./cmd/lockproxy/
+func TestPatternsOnMasters(t *testing.T) {
+	bin := hostileBinary(t)
+	const seconds = 6
+	masters := redisproc.ForTest(t, 3)
+	addr, pid := startBinaryOn(t, bin, masters)
+	cmd := func(args ...string) []byte {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+		return b.Bytes()
+	}
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	patterns := getenvInt("LOCKPROXY_PATTERNS")
+	if patterns == 0 {
+		patterns = 1000
+	}
+	for k := 0; k < patterns/100; k++ {
+		c := dial()
+		var p bytes.Buffer
+		for j := range 100 {
+			// *a*a*…*a<k>-<j>: every '*' may stop at each 'a' of the channel.
+			tail := fmt.Sprintf("%d-%d", k, j)
+			p.Write(cmd("PSUBSCRIBE", strings.Repeat("*a", (256-len(tail))/2)+tail))
+		}
+		c.Write(p.Bytes())
+		go io.Copy(io.Discard, c)
+	}
+	time.Sleep(time.Second)
+	var worst, slow, n, bad atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		o := dial()
+		r := bufio.NewReader(o)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			start := time.Now()
+			o.Write(cmd("SET", fmt.Sprint("other", i), "t", "NX", "PX", "10000"))
+			o.SetReadDeadline(time.Now().Add(30 * time.Second))
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n.Add(1)
+			if line != "+OK\r\n" && bad.Add(1) == 1 {
+				t.Logf("another client's SET NX answered %q", line)
+			}
+			d := time.Since(start)
+			if d > 50*time.Millisecond {
+				slow.Add(1)
+			}
+			if int64(d) > worst.Load() {
+				worst.Store(int64(d))
+			}
+		}
+	}()
+	published, refused := 0, 0
+	go func() {
+		defer wg.Done()
+		o := dial()
+		r := bufio.NewReader(o)
+		chLen := 4096
+		if v := getenvInt("LOCKPROXY_CHANNEL"); v > 0 {
+			chLen = v
+		}
+		ch := strings.Repeat("a", chLen)
+		var p []byte
+		for range 16 {
+			p = append(p, cmd("PUBLISH", ch, "m")...)
+		}
+		if getenvInt("LOCKPROXY_PUBLISH") < 0 {
+			<-stop
+			return
+		}
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			o.Write(p)
+			for range 16 {
+				o.SetReadDeadline(time.Now().Add(30 * time.Second))
+				line, err := r.ReadString('\n')
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if line[0] == ':' {
+					published++
+				} else {
+					refused++
+				}
+			}
+		}
+	}()
+	cpu0 := cpuTime(t, pid)
+	mcpu0 := cpuTime(t, masters[0].Pid())
+	time.Sleep(seconds * time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d patterns, %d PUBLISH (%d refused) pipelined 16 at a time on a long channel in %ds: proxy CPU %.1fs, a master's CPU %.1fs; another client's slowest SET NX %v, %d of %d over 50ms, %d not OK",
+		patterns, published, refused, seconds, cpuTime(t, pid)-cpu0, cpuTime(t, masters[0].Pid())-mcpu0, time.Duration(worst.Load()).Round(time.Millisecond), slow.Load(), n.Load(), bad.Load())
+}
