@@ -229,51 +229,70 @@ func sha1hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Large commands (over 4 KiB) waiting for the masters are bounded across
-// all clients (quorum.MaxBigInFlight): every master runs its connection's
+// Large commands (over 4 KiB) a master has not answered are bounded per
+// master (quorum.MaxBigInFlight): every master runs its connection's
 // commands in order, and 20 clients pipelining SET NX of 1 MiB keys held
 // another client's SET NX for about a second, 60% of them NOQUORUM. A
-// large command past the bound is refused, naming it; small commands are
-// never held to it, and the room comes back once the masters answer.
+// master without room is not sent the next large command (a paused master
+// only loses its own votes); with fewer than a quorum with room, the
+// command is refused, naming the limit. Small commands are never held to
+// it, and the room comes back once the masters answer.
 func TestLargeCommandsInFlightBounded(t *testing.T) {
 	c := startCluster(t, 3)
 	ctx := context.Background()
 	cl := c.client()
 	big := func(i int) string { return fmt.Sprintf("%d%s", i, strings.Repeat("k", 1<<20-8)) }
-	// A paused master keeps the first large command unanswered.
-	if err := c.masters[2].Pause(); err != nil {
-		t.Fatal(err)
+	paused := map[int]bool{}
+	pause := func(i int) {
+		if err := c.masters[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+		paused[i] = true
 	}
-	resumed := false
 	defer func() {
-		if !resumed {
-			c.masters[2].Resume()
+		for i := range paused {
+			c.masters[i].Resume()
 		}
 	}()
-	if err := cl.SetNX(ctx, big(1), "t", 10*time.Second).Err(); err != nil {
-		t.Fatalf("first large SET NX: %v", err)
-	}
-	err := cl.SetNX(ctx, big(2), "t", 10*time.Second).Err()
-	if err == nil || !strings.Contains(err.Error(), "commands over 4096 bytes waiting for the masters would pass lockproxy's limit of 2097152 bytes") {
-		t.Fatalf("second large SET NX while the first waits for a master: %v; want refused at the limit", err)
+	// A paused master keeps the first large command unanswered; the
+	// second is not sent there, and the other two grant it.
+	pause(2)
+	for _, i := range []int{1, 2} {
+		if err := cl.SetNX(ctx, big(i), "t", 10*time.Second).Err(); err != nil {
+			t.Fatalf("large SET NX %d with one master paused: %v", i, err)
+		}
 	}
 	if ok, err := cl.SetNX(ctx, "small", "t", 10*time.Second).Result(); err != nil || !ok {
 		t.Fatalf("small SET NX: %v %v", ok, err)
 	}
-	if err := c.masters[2].Resume(); err != nil {
-		t.Fatal(err)
+	// With a second master paused, too few have room: refused, unsent.
+	pause(1)
+	if err := cl.SetNX(ctx, big(3), "t", 10*time.Second).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
+		t.Fatalf("large SET NX %d with two masters paused: %v, want NOQUORUM", 3, err)
 	}
-	resumed = true
+	err := cl.SetNX(ctx, big(4), "t", 10*time.Second).Err()
+	if err == nil || !strings.Contains(err.Error(), "on too many masters the commands over 4096 bytes waiting would pass lockproxy's limit of 2097152 bytes") {
+		t.Fatalf("large SET NX while two masters have one unanswered: %v; want refused at the limit", err)
+	}
+	for i := range paused {
+		if err := c.masters[i].Resume(); err != nil {
+			t.Fatal(err)
+		}
+		delete(paused, i)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := cl.SetNX(ctx, big(3), "t", 10*time.Second).Err()
+		err := cl.SetNX(ctx, big(5), "t", 10*time.Second).Err()
 		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("large SET NX once the master answers: %v", err)
+			t.Fatalf("large SET NX once the masters answer: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if got, err := c.masters[2].Do("EXISTS", big(2)); err != nil || got != "0" {
+		t.Errorf("master 2 has the large key it had no room for: EXISTS %v %v", got, err)
 	}
 	info, err := cl.Info(ctx, "stats").Result()
 	if err != nil {

@@ -1,7 +1,9 @@
 package quorum
 
 import (
+	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/lockproxy/lockproxy/batching"
 )
@@ -14,21 +16,26 @@ import (
 // another client's SET NX by about a second and made 60% of them fail
 // NOQUORUM (docs/hardening.md). So the bytes of large commands (over
 // batching.SmallCommand, 4 KiB: no lock command of a lock library comes
-// near) sent and not yet answered by every master are bounded, across all
-// clients; a large command past the bound is answered an error and not
-// sent. Small commands are never held to it.
+// near) sent to a master and not yet answered by it are bounded per
+// master. A master without room is not sent the command (its vote is a
+// no, as a master down's); when fewer than a quorum have room, the client
+// is answered an error and nothing is sent. Small commands are never held
+// to it. Counted per master, one paused or slow master (its commands stay
+// unanswered) only loses its own votes on large commands.
 
-// MaxBigInFlight bounds the bytes of large commands that have not been
-// answered by every master (fixed), each counted once though it goes to
-// every master. One large command alone is always sent (a command is at
-// most client_query_buffer_limit).
+// MaxBigInFlight bounds the bytes of large commands one master has not
+// answered (fixed). One large command alone is always sent (a command is
+// at most client_query_buffer_limit).
 const MaxBigInFlight = 2 << 20
+
+// errNoRoom is the vote of a master a large command was not sent to.
+var errNoRoom = errors.New("not sent: this master's connection already has lockproxy's limit of large commands (over 4 KiB, 2 MiB) or of PUBLISH pattern matching waiting")
 
 // BigInFlightError answers a large command refused at MaxBigInFlight.
 type BigInFlightError struct{ Size, Max int }
 
 func (e *BigInFlightError) Error() string {
-	return fmt.Sprintf("ERR not sent: this command is %d bytes, and commands over %d bytes waiting for the masters would pass lockproxy's limit of %d bytes (fixed, across all clients: every master runs each command in order, so large ones hold up everyone's locks); retry later, and keep lock keys and values small",
+	return fmt.Sprintf("ERR not sent: this command is %d bytes, and on too many masters the commands over %d bytes waiting would pass lockproxy's limit of %d bytes (fixed, per master: each runs its commands in order, so large ones hold up everyone's locks); retry later, and keep lock keys and values small",
 		e.Size, batching.SmallCommand, e.Max)
 }
 
@@ -38,13 +45,13 @@ func (e *BigInFlightError) Error() string {
 // channel's length in steps per pattern that starts with a wildcard: 1000
 // patterns of lockproxy's limits and 4096-byte channels made each PUBLISH
 // cost each master about 34 ms, and a client publishing in a loop made
-// 122 of 123 other clients' SET NX fail NOQUORUM (docs/hardening.md). The
-// proxy estimates that work (Request.SetMasterWork) and bounds it across
-// all clients.
+// nearly every other client's SET NX fail NOQUORUM (docs/hardening.md).
+// The proxy estimates that work (Request.SetMasterWork) and bounds it per
+// master as the large commands' bytes.
 
 // MaxMatchWork bounds the pattern matching (channel bytes times patterns)
-// of the PUBLISHes not yet answered by every master (fixed): about 5 ms
-// of a master's time. A PUBLISH costing more is refused even alone.
+// of the PUBLISHes a master has not answered (fixed): about 5 ms of a
+// master's time. A PUBLISH costing more is refused even alone.
 const MaxMatchWork = 512 << 10
 
 // smallWork is the matching work that is not counted: a lock library's
@@ -55,11 +62,11 @@ const smallWork = 64 << 10
 type MatchWorkError struct{ Work, Max int64 }
 
 func (e *MatchWorkError) Error() string {
-	what := "and the PUBLISHes waiting for the masters would pass"
+	what := "and on too many masters the PUBLISHes waiting would pass"
 	if e.Work > e.Max {
 		what = "over"
 	}
-	return fmt.Sprintf("ERR not sent: each master would match this PUBLISH's channel against the patterns subscribed there (its length times the patterns: %d steps), %s lockproxy's limit of %d steps (fixed, across all clients: a master matching patterns runs no one's locks); retry later, publish on a shorter channel, or have fewer patterns subscribed (PUNSUBSCRIBE)",
+	return fmt.Sprintf("ERR not sent: each master would match this PUBLISH's channel against the patterns subscribed there (its length times the patterns: %d steps), %s lockproxy's limit of %d steps (fixed, per master: a master matching patterns runs no one's locks); retry later, publish on a shorter channel, or have fewer patterns subscribed (PUNSUBSCRIBE)",
 		e.Work, what, e.Max)
 }
 
@@ -67,16 +74,13 @@ func (e *MatchWorkError) Error() string {
 // PUBLISH: its channel's length times the patterns subscribed there.
 func (r *Request) SetMasterWork(steps int64) { r.work = steps }
 
-// admitBig returns nil when r may be sent: a small command always is; a
-// large one when the large commands in flight leave room for it, or there
-// are none; a PUBLISH whose matching work is counted when the work in
-// flight leaves room for it. What it admits counts until every master has
-// completed r (Request.Complete). Otherwise it returns the error r is
-// answered.
+// admitBig returns nil when r may be sent, having counted it on the
+// masters that have room for it and set the others in r.bigSkip: a small
+// command is not counted; a large one (or a PUBLISH whose matching work is
+// counted) fits a master when what that master has not answered leaves
+// room for it, or it has nothing. It returns the error r is answered when
+// fewer than a quorum of masters have room.
 func (e *Engine) admitBig(r *Request) error {
-	if len(e.pipes) == 0 {
-		return nil
-	}
 	n := int64(len(r.cmd))
 	if n <= batching.SmallCommand {
 		n = 0
@@ -86,32 +90,50 @@ func (e *Engine) admitBig(r *Request) error {
 		w = 0
 	}
 	r.work = 0
-	if n == 0 && w == 0 {
+	if (n == 0 && w == 0) || len(e.big) == 0 {
 		return nil
 	}
 	if w > MaxMatchWork {
 		e.workRefused.Add(1)
 		return &MatchWorkError{Work: w, Max: MaxMatchWork}
 	}
-	if w > 0 && !reserve(&e.work, w, MaxMatchWork) {
-		e.workRefused.Add(1)
-		return &MatchWorkError{Work: w, Max: MaxMatchWork}
+	var skip uint64
+	room := 0
+	for i := range e.big {
+		if !reserve(&e.big[i], n, MaxBigInFlight) {
+			skip |= 1 << i
+			continue
+		}
+		if !reserve(&e.work[i], w, MaxMatchWork) {
+			e.big[i].Add(-n)
+			skip |= 1 << i
+			continue
+		}
+		room++
 	}
-	if n > 0 && !reserve(&e.big, n, MaxBigInFlight) {
-		e.work.Add(-w)
+	if room < e.q {
+		for i := range e.big {
+			if skip&(1<<i) == 0 {
+				e.big[i].Add(-n)
+				e.work[i].Add(-w)
+			}
+		}
+		if w > 0 {
+			e.workRefused.Add(1)
+			return &MatchWorkError{Work: w, Max: MaxMatchWork}
+		}
 		e.bigRefused.Add(1)
 		return &BigInFlightError{Size: len(r.cmd), Max: MaxBigInFlight}
 	}
-	r.bigBytes, r.work = n, w
-	r.bigLeft.Store(int32(len(e.pipes)))
+	r.bigBytes, r.work, r.bigSkip = n, w, skip
 	return nil
 }
 
 // reserve adds n to *c unless that passes max while *c is not 0.
-func reserve(c interface {
-	Load() int64
-	CompareAndSwap(old, new int64) bool
-}, n, max int64) bool {
+func reserve(c *atomic.Int64, n, max int64) bool {
+	if n == 0 {
+		return true
+	}
 	for {
 		cur := c.Load()
 		if cur > 0 && cur+n > max {

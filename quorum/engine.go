@@ -57,10 +57,10 @@ type Engine struct {
 	// unknown for good (connection broken after sending): not undone.
 	unconfirmed atomic.Int64
 	retries     atomic.Int64 // split votes retried (retry.go)
-	big         atomic.Int64 // bytes of large commands not answered by every master (big.go)
-	bigRefused  atomic.Int64 // large commands refused at MaxBigInFlight
-	work        atomic.Int64 // pattern matching the masters have to do (big.go)
-	workRefused atomic.Int64 // PUBLISHes refused at MaxMatchWork
+	big         []atomic.Int64 // per master: bytes of large commands it has not answered (big.go)
+	work        []atomic.Int64 // per master: pattern matching of the PUBLISHes it has not answered
+	bigRefused  atomic.Int64   // large commands refused at MaxBigInFlight
+	workRefused atomic.Int64   // PUBLISHes refused at MaxMatchWork
 	// repairs[i]: master i lost its data and its counters are not restored
 	// yet; its replies do not count for counters (counter.go, repair.go).
 	repairs [MaxMasters]atomic.Bool
@@ -90,6 +90,7 @@ func New(cfg Config) (*Engine, error) {
 		e.loop, e.ownLoop = l, true
 	}
 	e.quarantine = make([]atomic.Int64, e.n)
+	e.big, e.work = make([]atomic.Int64, e.n), make([]atomic.Int64, e.n)
 	e.qwhy = make([]atomic.Uint32, e.n)
 	e.barred = make([]atomic.Uint32, e.n)
 	e.policies = make([]atomic.Pointer[string], e.n)
@@ -278,6 +279,12 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 				why = errNotRenewed
 			}
 			r.Complete(i, resp.Reply{}, &notSentError{why})
+			continue
+		}
+		if r.bigSkip&(1<<i) != 0 {
+			// No room on this master's connection for another large
+			// command (big.go): its vote is a no, as if it were down.
+			r.Complete(i, resp.Reply{}, &notSentError{errNoRoom})
 			continue
 		}
 		if acquire && p.Stalled(now) > e.cfg.NodeTimeout {

@@ -109,13 +109,13 @@ type Request struct {
 	// load, for a script not loaded on every master connection: its body
 	// and sha1, loaded on a master before its first use there.
 	load *ScriptOp
-	// bigBytes is cmd's length when it counts against Engine.big (a large
-	// command, big.go), until bigLeft, its masters not yet complete, is 0.
-	bigBytes int64
-	bigLeft  atomic.Int32
-	// work is what each master spends matching a PUBLISH against its
-	// patterns (SetMasterWork), counted against Engine.work like bigBytes.
-	work int64
+	// bigBytes is cmd's length when it counts against each master's
+	// Engine.big, and work what each master spends matching it (a PUBLISH,
+	// SetMasterWork) when it counts against Engine.work (big.go), until
+	// that master completes it; bigSkip: the masters it is not sent to,
+	// which had no room (nothing is counted there).
+	bigBytes, work int64
+	bigSkip        uint64
 	// exclusive marks a plain SET NX: it cannot succeed while another
 	// acquisition of the key from this process holds validity, so queued
 	// behind one that succeeded it is answered "not acquired" at once.
@@ -211,9 +211,9 @@ func (r *Request) Decided() bool { return r.done.Load() }
 // Each op dispatch sends holds a reference to r, which this drops.
 func (r *Request) Complete(master int, rep resp.Reply, err error) {
 	r.complete(master, rep, err)
-	if (r.bigBytes > 0 || r.work > 0) && r.bigLeft.Add(-1) == 0 {
-		r.e.big.Add(-r.bigBytes)
-		r.e.work.Add(-r.work)
+	if (r.bigBytes > 0 || r.work > 0) && r.bigSkip&(1<<master) == 0 {
+		r.e.big[master].Add(-r.bigBytes)
+		r.e.work[master].Add(-r.work)
 	}
 	r.unref()
 }
