@@ -56,7 +56,7 @@ type Engine struct {
 	// unconfirmed counts masters whose part of a failed acquisition is
 	// unknown for good (connection broken after sending): not undone.
 	unconfirmed atomic.Int64
-	retries     atomic.Int64 // split votes retried (retry.go)
+	retries     atomic.Int64   // split votes retried (retry.go)
 	big         []atomic.Int64 // per master: bytes of large commands it has not answered (big.go)
 	work        []atomic.Int64 // per master: pattern matching of the PUBLISHes it has not answered
 	bigRefused  atomic.Int64   // large commands refused at MaxBigInFlight
