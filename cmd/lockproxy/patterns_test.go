@@ -143,3 +143,106 @@ func TestPatternsOnMasters(t *testing.T) {
 	t.Logf("%d patterns, %d PUBLISH (%d refused) pipelined 16 at a time on a long channel in %ds: proxy CPU %.1fs, a master's CPU %.1fs; another client's slowest SET NX %v, %d of %d over 50ms, %d not OK",
 		patterns, published, refused, seconds, cpuTime(t, pid)-cpu0, cpuTime(t, masters[0].Pid())-mcpu0, time.Duration(worst.Load()).Round(time.Millisecond), slow.Load(), n.Load(), bad.Load())
 }
+
+// TestSubscribeChurn measures the real binary, in front of 3 masters,
+// while 20 clients SUBSCRIBE and UNSUBSCRIBE distinct channels (or, with
+// LOCKPROXY_PATTERNS_CHURN=1, PSUBSCRIBE and PUNSUBSCRIBE distinct
+// patterns) as fast as they can, 16 pairs a write: the proxy's RSS and
+// CPU, a master's CPU, and the slowest SET NX of another client
+// meanwhile. Opt-in:
+//
+//	LOCKPROXY_HOSTILE=1 go test -run TestSubscribeChurn -v ./cmd/lockproxy/
+func TestSubscribeChurn(t *testing.T) {
+	bin := hostileBinary(t)
+	const seconds, conns = 6, 20
+	masters := redisproc.ForTest(t, 3)
+	addr, pid := startBinaryOn(t, bin, masters)
+	sub, unsub := "SUBSCRIBE", "UNSUBSCRIBE"
+	if getenvInt("LOCKPROXY_PATTERNS_CHURN") > 0 {
+		sub, unsub = "PSUBSCRIBE", "PUNSUBSCRIBE"
+	}
+	cmd := func(args ...string) []byte {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+		return b.Bytes()
+	}
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	stop := make(chan struct{})
+	var pairs atomic.Int64
+	var wg sync.WaitGroup
+	for g := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := dial()
+			go io.Copy(io.Discard, c)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var p []byte
+				for j := range 16 {
+					name := fmt.Sprintf("*churn-%d-%d-%d", g, i, j)
+					p = append(p, cmd(sub, name)...)
+					p = append(p, cmd(unsub, name)...)
+				}
+				if _, err := c.Write(p); err != nil {
+					return
+				}
+				pairs.Add(16)
+			}
+		}()
+	}
+	var worst, slow, n, bad atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		o := dial()
+		r := bufio.NewReader(o)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			start := time.Now()
+			o.Write(cmd("SET", fmt.Sprint("other", i), "t", "NX", "PX", "10000"))
+			o.SetReadDeadline(time.Now().Add(30 * time.Second))
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n.Add(1)
+			if line != "+OK\r\n" && bad.Add(1) == 1 {
+				t.Logf("another client's SET NX answered %q", line)
+			}
+			d := time.Since(start)
+			if d > 50*time.Millisecond {
+				slow.Add(1)
+			}
+			if int64(d) > worst.Load() {
+				worst.Store(int64(d))
+			}
+		}
+	}()
+	cpu0, mcpu0 := cpuTime(t, pid), cpuTime(t, masters[0].Pid())
+	time.Sleep(seconds * time.Second)
+	close(stop)
+	wg.Wait()
+	_, peak := rss(t, pid)
+	t.Logf("%d connections, %d %s/%s pairs written in %ds: proxy peak RSS %d kB, CPU %.1fs, a master's CPU %.1fs; another client's slowest SET NX %v, %d of %d over 50ms, %d not OK",
+		conns, pairs.Load(), sub, unsub, seconds, peak, cpuTime(t, pid)-cpu0, cpuTime(t, masters[0].Pid())-mcpu0, time.Duration(worst.Load()).Round(time.Millisecond), slow.Load(), n.Load(), bad.Load())
+}
