@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -53,4 +54,50 @@ func TestH69ReleaseDeletesASecondKey(t *testing.T) {
 	if ok, err := b.SetNX(ctx, "k", "tokB", ttl).Result(); err == nil && ok && time.Now().Before(validUntil) {
 		t.Fatalf("DOUBLE GRANT: B granted k %v before A's validity ends", time.Until(validUntil).Round(time.Millisecond))
 	}
+}
+
+// zsetReleaseForceBand: Symfony's delete with helper-68's force band.
+// Sorted sets are left out of WrapGuard.
+const zsetReleaseForceBand = `local key = KEYS[1]
+local uniqueToken = ARGV[1]
+if redis.call("TYPE", key).ok == "string" then
+    return false
+end
+local t = redis.call("PTTL", key)
+if ARGV[2] == "force" and t > 0 and t < 30000 then
+    redis.call("DEL", key)
+    return true
+end
+if not redis.call("ZSCORE", key, uniqueToken) then
+    return false
+end
+redis.call("ZREM", key, uniqueToken)
+redis.call("ZREM", key, "__write__")
+local maxExpiration = redis.call("ZREVRANGE", key, 0, 0, "WITHSCORES")[2]
+if nil ~= maxExpiration then
+    redis.call("PEXPIREAT", key, maxExpiration)
+end
+return true`
+
+func TestH69ZsetReleaseForceBand(t *testing.T) {
+	save, err := os.ReadFile("analyze/testdata/libs/symfony-lock_save.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 3)
+	a, b := c.client(), c.client()
+	const ttl = 20 * time.Second
+	tSend := time.Now()
+	rep, err := h69Eval(t, a, string(save), []string{"k"}, "0", "tokA", ttl.Milliseconds())
+	if err != nil || rep != int64(1) {
+		t.Fatalf("A's Symfony save: %v %v", rep, err)
+	}
+	validUntil := tSend.Add(ttl - quorum.Drift(ttl, 0.01))
+	rep, err = h69Eval(t, b, zsetReleaseForceBand, []string{"k"}, "tokB", "force")
+	t.Logf("B's release of A's lock answered %v %v", rep, err)
+	rep, err = h69Eval(t, b, string(save), []string{"k"}, "0", "tokB", ttl.Milliseconds())
+	if err == nil && rep == int64(1) && time.Now().Before(validUntil) {
+		t.Fatalf("DOUBLE GRANT: B granted k %v before A's validity ends", time.Until(validUntil).Round(time.Millisecond))
+	}
+	t.Logf("B's save answered %v %v", rep, err)
 }
