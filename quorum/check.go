@@ -34,21 +34,49 @@ import (
 // a failed re-acquisition with a shorter TTL is no release either.
 
 // checkLua defines lockproxy_holds(k, tok): whether key k holds token tok
-// (nil: whether it exists) as a string's value (or within it: a JSON
-// value), a hash's field or field value, a set's or sorted set's member.
-const checkLua = `local function lockproxy_holds(k, tok)
+// (nil: whether it exists) as a string's value, as a whole word within it
+// (a JSON string, "token:count"; lockproxy_within), or as its prefix when
+// tok is PrefixToken's (bsm's token followed by metadata); a hash's field,
+// or a field's value that is not a number; a set's or sorted set's member.
+// A token is no mere substring: a one-character token passed for the
+// other client's UUID value that contained it, and a token "1" for a
+// Redisson count, so the guard let a release change that lock (review,
+// helper-69: TestH69TokenSubstringSkipsGuard).
+const checkLua = `local function lockproxy_prefixed(t) return {prefix = t} end
+local function lockproxy_within(v, tok)
+  -- tok where the bytes beside it are the value's ends or bytes no token
+  -- is made of (tokens: letters, digits, - _ + / = . ~); a bounded count
+  -- of occurrences is looked at, past it the token is not found there
+  local i, d = 1, "[^%w%-_%+/=%.~]"
+  for _ = 1, 64 do
+    local s, e = string.find(v, tok, i, true)
+    if s == nil then return false end
+    if (s == 1 or string.find(string.sub(v, s - 1, s - 1), d)) and (e == #v or string.find(string.sub(v, e + 1, e + 1), d)) then
+      return true
+    end
+    i = s + 1
+  end
+  return false
+end
+local function lockproxy_holds(k, tok)
   local t = redis.call("TYPE", k).ok
   if tok == nil then return t ~= "none" end
+  local prefix = false
+  if type(tok) == "table" then tok, prefix = tok.prefix, true end
   if t == "string" then
     local v = redis.call("GET", k)
-    if v == tok or (#tok > 0 and string.find(v, tok, 1, true) ~= nil) then return true end
+    if v == tok then return true end
+    if #tok == 0 then return false end
+    if prefix then return string.sub(v, 1, #tok) == tok end
+    if lockproxy_within(v, tok) then return true end
     -- a JSON value written with cjson.encode, which escapes the token's
     -- '/' (base64) and '"' and '\'
     local j = string.sub(cjson.encode(tok), 2, -2)
-    return j ~= tok and #j > 0 and string.find(v, j, 1, true) ~= nil
+    return j ~= tok and #j > 0 and lockproxy_within(v, j)
   elseif t == "hash" then
     if redis.call("HEXISTS", k, tok) == 1 then return true end
-    if redis.call("HLEN", k) <= 64 then
+    -- a count is no token: a token "1" passed for a Redisson holder
+    if tonumber(tok) == nil and redis.call("HLEN", k) <= 64 then
       for _, v in ipairs(redis.call("HVALS", k)) do if v == tok then return true end end
     end
   elseif t == "zset" then
@@ -59,6 +87,12 @@ const checkLua = `local function lockproxy_holds(k, tok)
   return false
 end
 `
+
+// PrefixToken is the token expression for WrapCheck and WrapGuard of a
+// lock whose value starts with the token and goes on with other bytes
+// (bsm/redislock's metadata), expr being the token: the library itself
+// compares only that prefix (GETRANGE), so lockproxy_holds does too.
+func PrefixToken(expr string) string { return "lockproxy_prefixed(" + expr + ")" }
 
 // WrapCheck returns the script the masters run for a checked script:
 // body, answering {reply, had, holds, pttl, at} (checkState). keys is a

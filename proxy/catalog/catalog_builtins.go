@@ -90,7 +90,7 @@ var builtins = []builtin{
 	{"bsm-redislock-v0.9.4_obtain", Script{Name: "bsm-redislock v0.9 obtain", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 3, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: resp.ReplyNil,
 		// The holder is who holds the token, the value's first ARGV[2]
 		// bytes: a re-obtain with other metadata is its own lock.
-		CheckToken: "string.sub(ARGV[1], 1, tonumber(ARGV[2]) or 0)"}},
+		CheckToken: quorum.PrefixToken("string.sub(ARGV[1], 1, tonumber(ARGV[2]) or 0)")}},
 	// bsm/redislock Lock.Release and node-redlock v3 unlock (same text): DEL when ours → 1, else 0.
 	{"bsm-redislock_release", Script{Name: "bsm-redislock release (node-redlock v3 release)", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// bsm/redislock Lock.Refresh and node-redlock v3 extend (same text): PEXPIRE ARGV[2] ms when ours → 1, else 0.
