@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -187,28 +188,54 @@ return {lockproxy_reply, lockproxy_any and 1 or 0, lockproxy_all and 1 or 0, loc
 }
 
 // WrapGuard returns the script the masters run for a release or read
-// with a token: body, with a string or hash lock key that another token
-// held before it and that it changed, deleted or shortened put back as it
-// was (DUMP, RESTORE), and then an error for reply, so that master's vote
-// is no yes. Releasing or reading changes no lock the caller does not
-// hold; a script understood as one did so on a path the analyzer's probes
-// did not take (an argument's value with the holder's remaining TTL in
-// some band; review, helper-68). Otherwise the reply is the body's own.
+// with a token: body, with a lock key that another token held before it
+// and that it changed, deleted or shortened put back as it was (DUMP,
+// RESTORE), and then an error for reply, so that master's vote is no
+// yes. Releasing or reading changes no lock the caller does not hold; a
+// script understood as one did so on a path the analyzer's probes did not
+// take (an argument's value with the holder's remaining TTL in some band;
+// review, helper-68). Otherwise the reply is the body's own.
+//
+// A string or hash key is another's when it does not hold the caller's
+// token, and any change to it counts. A sorted set (Symfony's RedisStore)
+// holds several: each member's score is when it expires (ms since the
+// epoch), and a script may drop the expired ones (Symfony's exists does).
+// What counts there is a member other than the caller's token whose score
+// is in the future, before and after the body (by TIME): it must still be
+// there with at least that score, and the key must not expire before it.
+// Members named by a string constant of the body are the script's own
+// markers (Symfony's "__write__", which its delete removes with the
+// token), not another client's random token. Up to 256 such members per
+// key are looked at (review, helper-69: TestH69ZsetReleaseForceBand).
 func WrapGuard(body, keys, token string) (string, error) {
 	if strings.TrimSpace(keys) == "" || strings.TrimSpace(token) == "" {
 		return "", fmt.Errorf("a guarded script needs its lock keys and token")
 	}
 	return wrap2(body, checkLua+`local lockproxy_keys, lockproxy_tok = `+keys+`, `+token+`
-local lockproxy_dump, lockproxy_before, lockproxy_at0 = {}, {}, {}
+local lockproxy_dump, lockproxy_before, lockproxy_at0, lockproxy_live = {}, {}, {}, {}
+local lockproxy_own = `+luaConstants(body)+`
+local lockproxy_t1 = type(lockproxy_tok) == "table" and lockproxy_tok.prefix or lockproxy_tok
+if lockproxy_t1 ~= nil then lockproxy_own[lockproxy_t1] = true end
 local function lockproxy_expiry(k)
   local at = redis.pcall("PEXPIRETIME", k)
   if type(at) ~= "number" then return nil end
   return at
 end
+local function lockproxy_now()
+  local t = redis.call("TIME")
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 for i = 1, #lockproxy_keys do
   local k = lockproxy_keys[i]
   local t = redis.call("TYPE", k).ok
-  if (t == "string" or t == "hash") and not lockproxy_holds(k, lockproxy_tok) then
+  if t == "zset" then
+    local ms, live, any = redis.call("ZRANGEBYSCORE", k, "(" .. lockproxy_now(), "+inf", "WITHSCORES", "LIMIT", 0, 256), {}, false
+    for j = 1, #ms, 2 do
+      if not lockproxy_own[ms[j]] then live[ms[j]], any = tonumber(ms[j + 1]) or math.huge, true end
+    end
+    if any then lockproxy_live[i] = live end
+  end
+  if lockproxy_live[i] or (t == "string" or t == "hash") and not lockproxy_holds(k, lockproxy_tok) then
     lockproxy_dump[i], lockproxy_before[i] = redis.call("DUMP", k), redis.call("PTTL", k)
     lockproxy_at0[i] = lockproxy_expiry(k)
   end
@@ -217,11 +244,27 @@ end
 for i = 1, #lockproxy_keys do
   local k = lockproxy_keys[i]
   if lockproxy_dump[i] then
-    local at, at0 = lockproxy_expiry(k), lockproxy_at0[i]
-    -- The expiry is compared as PEXPIREAT: Redis 7.0 does not stop the
-    -- clock inside a script, so a PTTL read after the body can be lower
-    -- with nothing changed.
-    if redis.call("DUMP", k) ~= lockproxy_dump[i] or (at0 and at and (at0 == -1 and at ~= -1 or at0 > 0 and (at < at0 and at ~= -1))) then
+    local at, at0, changed = lockproxy_expiry(k), lockproxy_at0[i], false
+    if lockproxy_live[i] then
+      -- every member still in the future kept its score, and the key
+      -- does not expire before it (nor before it did)
+      local now, need = lockproxy_now(), nil
+      for m, s in pairs(lockproxy_live[i]) do
+        if s > now then
+          local s2 = redis.pcall("ZSCORE", k, m)
+          if type(s2) ~= "string" or (tonumber(s2) or math.huge) < s then changed = true end
+          if need == nil or s > need then need = s end
+        end
+      end
+      if need and at0 and at0 > 0 and at0 < need then need = at0 end
+      changed = changed or (need ~= nil and at ~= nil and at > 0 and at < need)
+    else
+      -- The expiry is compared as PEXPIREAT: Redis 7.0 does not stop the
+      -- clock inside a script, so a PTTL read after the body can be lower
+      -- with nothing changed.
+      changed = redis.call("DUMP", k) ~= lockproxy_dump[i] or (at0 and at and (at0 == -1 and at ~= -1 or at0 > 0 and (at < at0 and at ~= -1)))
+    end
+    if changed then
       redis.call("RESTORE", k, math.max(lockproxy_before[i], 0), lockproxy_dump[i], "REPLACE")
       lockproxy_put = k
     end
@@ -231,6 +274,31 @@ if lockproxy_put then
   return redis.error_reply("ERR lockproxy: this script changed the lock " .. lockproxy_put .. ", which another client holds; it was put back (a release or read must leave another holder's lock alone)")
 end
 return lockproxy_reply`)
+}
+
+// luaConstant is a short string literal of a Lua body, without escapes.
+var luaConstant = regexp.MustCompile(`"([^"\\\r\n]{1,128})"|'([^'\\\r\n]{1,128})'`)
+
+// luaConstants is a Lua table whose keys are the body's short string
+// constants (at most 256): the members a guarded script may remove from a
+// sorted set as its own markers (WrapGuard). A quote in a comment may
+// pair wrongly within its line; that only adds a constant.
+func luaConstants(body string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, m := range luaConstant.FindAllStringSubmatch(body, 256) {
+		c := m[1] + m[2]
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("[\"")
+		for j := 0; j < len(c); j++ {
+			fmt.Fprintf(&b, "\\%d", c[j])
+		}
+		b.WriteString("\"] = true")
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // wrap2 runs head, then body as a function whose reply is lockproxy_reply,
