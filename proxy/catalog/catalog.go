@@ -101,6 +101,14 @@ type Script struct {
 	// the masters check the lock against (quorum.WrapCheck), where it is
 	// not the whole TokenArg (bsm's token is a prefix of the value).
 	CheckToken string
+	// GuardToken, for a catalogued release that writes a key besides its
+	// lock: the ARGV index of the caller's token, which the masters guard
+	// every KEYS with (quorum.WrapGuard). python-redis-lock's unlock
+	// deletes its signal list KEYS[2] whatever it is, and a client naming
+	// another's lock there deleted that lock (review, helper-69:
+	// TestH69SignalKeyIsAnotherLock). The catalog's other releases delete
+	// only a key whose value is their token, which no other client holds.
+	GuardToken int
 
 	// ExactArgs (understood scripts): a call must pass exactly MinArgs
 	// ARGV, the count the analyzer ran the script with. MaxKeys, when set,
@@ -206,7 +214,14 @@ func (s *Script) finish() *Script {
 // client inside its holder's validity (review, helper-68).
 func (s *Script) check(op *quorum.ScriptOp) {
 	switch {
-	case op.Body == "" || op.RunAs != "" || (s.TokenArg <= 0 && s.TokenConst == ""):
+	case op.Body == "" || op.RunAs != "":
+		return
+	case s.GuardToken > 0 && s.TokenArg <= 0 && s.Kind == quorum.Release:
+		if body, err := quorum.WrapGuard(op.Body, "KEYS", fmt.Sprintf("ARGV[%d]", s.GuardToken)); err == nil {
+			op.Body, op.SHA1 = body, quorum.ScriptSHA1(body)
+		}
+		return
+	case s.TokenArg <= 0 && s.TokenConst == "":
 		return
 	case s.Kind == quorum.Release || s.Kind == quorum.Read:
 		// Every KEYS, not only the lock keys: a release that also deletes

@@ -123,7 +123,9 @@ var builtins = []builtin{
 	// python-redis-lock 4.x Lock.release: 1 when not ours (NotAcquired),
 	// else DEL the lock, signal waiters on KEYS[2] → 0. Zero is the yes.
 	// The signal list KEYS[2] gets PEXPIRE ARGV[2] (signal_expire, ms).
-	{"python-redis-lock_unlock", Script{Name: "python-redis-lock unlock", Kind: quorum.Release, Yes: quorum.YesZero, NoReply: replyOne, OtherTTLs: signalTTL, Signals: signalList}},
+	{"python-redis-lock_unlock", Script{Name: "python-redis-lock unlock", Kind: quorum.Release, Yes: quorum.YesZero, NoReply: replyOne, OtherTTLs: signalTTL, Signals: signalList,
+		// It deletes KEYS[2] whatever holds it: guarded (GuardToken).
+		GuardToken: 1}},
 	// python-redis-lock 4.x Lock.extend: 1 when not ours (NotAcquired), 2 when
 	// the key has no TTL (NotExpirable), else EXPIRE ARGV[2] seconds → 0.
 	// KEYS[2] is its signal list, which it does not touch: the lock is KEYS[1].
