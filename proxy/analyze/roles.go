@@ -70,6 +70,15 @@ func (a *analysis) ttlValues() []int64 {
 	return out
 }
 
+// addedRemaining is the remaining TTL an additive extend adds, in ms: as
+// PTTL reads it, or as TTL does (whole seconds, rounded) for one in seconds.
+func addedRemaining(u Unit, left int64) int64 {
+	if u == Seconds {
+		return 1000 * ttlSeconds(left)
+	}
+	return left
+}
+
 // sameTTL reruns judged state j with the lock's TTL argument at n: the
 // script must do to the lock what it did with the probe value, or decline
 // (a no or an error that writes no lock key), and every lock key it sets
@@ -96,7 +105,7 @@ func (a *analysis) sameTTL(sem *Semantics, f *finding, j judged, n int64) error 
 				Reason: fmt.Sprintf("%s the script leaves %s without an expiry, which no max_ttl can bound", with, posName(k, a.nkeys))}
 		}
 		rel := post.exp - o.nowMS
-		if rel == ms || (sem.TTL.AddsRemaining && pre != nil && pre.exp != 0 && rel == ms+pre.exp-o.nowMS) {
+		if rel == ms || (sem.TTL.AddsRemaining && pre != nil && pre.exp != 0 && rel == ms+addedRemaining(sem.TTL.Unit, pre.exp-o.nowMS)) {
 			continue
 		}
 		return &Refusal{Class: ClassBehaviour, Probe: o.name, Arg: posName(k, a.nkeys),

@@ -41,6 +41,14 @@ func (a *analysis) ttlOf(o *obs, k string) (TTL, bool, *Refusal) {
 			case pre != nil && pre.exp != 0 && rel == n+pre.exp-o.nowMS:
 				t.Unit, t.AddsRemaining = Millis, true
 				return t, true, nil
+			case pre != nil && pre.exp != 0 && rel == 1000*(n+ttlSeconds(pre.exp-o.nowMS)):
+				// EXPIRE of TTL + the argument (@upstash/lock's extend):
+				// additive in seconds, with TTL's rounding. Unmatched, the
+				// expiry read as a constant that differs with every probe
+				// value, and the script was refused for a reason that
+				// was not its own.
+				t.Unit, t.AddsRemaining = Seconds, true
+				return t, true, nil
 			}
 		}
 		return TTL{Key: key, Const: time.Duration(rel) * time.Millisecond}, true, nil
@@ -63,6 +71,10 @@ func (a *analysis) ttlOf(o *obs, k string) (TTL, bool, *Refusal) {
 	return TTL{}, false, &Refusal{Class: ClassClock, Probe: o.name, Arg: key.String(),
 		Reason: fmt.Sprintf("the script sets %s to expire at a fixed time that is no argument", key)}
 }
+
+// ttlSeconds is what TTL answers for a key with left ms to live: Redis
+// rounds to the nearest second.
+func ttlSeconds(left int64) int64 { return (left + 500) / 1000 }
 
 // probeNumber is argument i's distinct probe number, if it holds one: not
 // the SELECT argument's "0", nor one of the script's own constants tried as
