@@ -211,7 +211,13 @@ func (a *analysis) auxCheck(sem *Semantics, f *finding, v *verdict, o *obs, with
 	for i, l := range f.keys {
 		e := f.effectOn(o, a.vals[l])
 		if e != effNone && (lock || e != f.effectOn(v.s0, a.vals[l])) {
-			return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%sthe script %s %s", with, e, posName(f.keys[i], a.nkeys))}
+			// The probe names the state; the reason says which key and why
+			// the effect is wrong there.
+			must := "it must leave the lock alone (a lock of another holder, or of another type, which a command such as MGET reads as absent)"
+			if !lock {
+				must = "with another key in this state it must do to the lock what it does with every key absent"
+			}
+			return &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%sthe script %s (%s), where %s", with, e, posName(f.keys[i], a.nkeys), must)}
 		}
 	}
 	if lock && o.o.err == "" && sem.Yes.Match(&o.o.reply, a.nkeys) {
