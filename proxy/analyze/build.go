@@ -3,6 +3,7 @@ package analyze
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // layoutResult is what one layout (a number of KEYS and ARGV) showed.
@@ -89,19 +90,23 @@ func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
 	for _, r := range yes {
 		data = data || r.Type != yes[0].Type || r.Int != yes[0].Int
 	}
+	// A yes string that carries an argument (the token, or a name built
+	// from one: Laravel's funnel answers ARGV[1]..index) is data too: its
+	// exact probe text is no rule, as it differs with every call.
+	strData := a.repliesCarryArgs(yes)
 	if sem.Kind == Release && len(yes) > 0 && sameReplies(append(yes, no...)) {
 		// A release that answers the same whether it deleted or not
 		// (simple-redis-mutex returns nothing): every master's answer
 		// counts, and the client hears that answer, as from one Redis.
 		// Safe: what it deletes is the caller's alone, whatever it says.
-		rule, err := inferYes(yes, nil, data)
+		rule, err := inferYes(yes, nil, data, strData)
 		if err != nil {
 			return err
 		}
 		sem.Yes, sem.No, sem.SameReply = rule, NoReply{Reply: yes[0], PTTLAt: -1}, true
 		return nil
 	}
-	rule, err := inferYes(yes, no, data)
+	rule, err := inferYes(yes, no, data, strData)
 	if err != nil {
 		return err
 	}
@@ -146,6 +151,28 @@ func sameReplies(rs []Reply) bool {
 		}
 	}
 	return true
+}
+
+// repliesCarryArgs reports whether a string reply among rs contains the
+// probe value of one of the script's arguments (KEYS or ARGV).
+func (a *analysis) repliesCarryArgs(rs []Reply) bool {
+	for _, r := range rs {
+		if r.Type == ArrayReply {
+			if a.repliesCarryArgs(r.Elems) {
+				return true
+			}
+			continue
+		}
+		if r.Type != StatusReply && r.Type != BulkReply {
+			continue
+		}
+		for i := 0; i < a.nkeys+a.nargs; i++ {
+			if strings.Contains(r.Str, argValue(i)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // minPTTL is the least remaining TTL of the lock keys before a run.

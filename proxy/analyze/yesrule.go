@@ -7,8 +7,9 @@ import (
 
 // inferYes finds the simplest rule that accepts every yes reply and rejects
 // every no reply. data says the yes integers carry data (a PTTL, a counter)
-// rather than a fixed verdict, so a single observed value is no rule.
-func inferYes(yes, no []Reply, data bool) (YesRule, error) {
+// rather than a fixed verdict, so a single observed value is no rule;
+// strData says the same of yes strings (they carry an argument's value).
+func inferYes(yes, no []Reply, data, strData bool) (YesRule, error) {
 	if len(yes) == 0 {
 		return YesRule{}, &Refusal{Class: ClassBehaviour, Reason: "no probe answered yes"}
 	}
@@ -28,6 +29,10 @@ func inferYes(yes, no []Reply, data bool) (YesRule, error) {
 		cands = []YesRule{{Type: NilReply}}
 	case StatusReply, BulkReply:
 		cands = []YesRule{{Type: t, Str: yes[0].Str, OrBulk: orBulk}, {Type: t, AnyStr: true, OrBulk: orBulk}}
+		if strData {
+			// The probe's text would match no real call's reply.
+			cands = cands[1:]
+		}
 	case IntReply:
 		if !data {
 			cands = append(cands, YesRule{Type: t, Cmp: IntEq, Int: yes[0].Int})
@@ -46,7 +51,7 @@ func inferYes(yes, no []Reply, data bool) (YesRule, error) {
 				noFirsts = append(noFirsts, r.Elems[0])
 			}
 		}
-		first, err := inferYes(firsts, noFirsts, data)
+		first, err := inferYes(firsts, noFirsts, data, strData)
 		if err != nil {
 			return YesRule{}, noRule(yes, no, "no rule on the first element")
 		}
