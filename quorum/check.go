@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -35,51 +34,39 @@ import (
 // a failed re-acquisition with a shorter TTL is no release either.
 
 // checkLua defines lockproxy_holds(k, tok): whether key k holds token tok
-// (nil: whether it exists) as a string's value, as a whole word within it
-// (a JSON string, "token:count"; lockproxy_within), or as its prefix when
-// tok is PrefixToken's (bsm's token followed by metadata); a hash's field,
-// or a field's value that is not a number; a set's or sorted set's member.
-// A token is no mere substring: a one-character token passed for the
-// other client's UUID value that contained it, and a token "1" for a
-// Redisson count, so the guard let a release change that lock (review,
-// helper-69: TestH69TokenSubstringSkipsGuard).
-const checkLua = `local function lockproxy_prefixed(t) return {prefix = t} end
-local function lockproxy_within(v, tok)
-  -- tok where the bytes beside it are the value's ends or bytes no token
-  -- is made of (tokens: letters, digits, - _ + / = . ~); a bounded count
-  -- of occurrences is looked at, past it the token is not found there
-  local i, d = 1, "[^%w%-_%+/=%.~]"
-  for _ = 1, 64 do
-    local s, e = string.find(v, tok, i, true)
-    if s == nil then return false end
-    if (s == 1 or string.find(string.sub(v, s - 1, s - 1), d)) and (e == #v or string.find(string.sub(v, e + 1, e + 1), d)) then
-      return true
-    end
-    i = s + 1
-  end
-  return false
-end
-local function lockproxy_holds(k, tok)
+// (nil: whether it exists), exactly, in the shapes lock libraries write:
+// a string whose value is the token, or a JSON value whose whole string
+// (a JSON string) or one of whose top-level object fields' string value is
+// the token (cjson's escapes, such as a base64 token's '\/', decoded); a
+// hash's field; a set's or sorted set's member. A token given as {p = s}
+// is a prefix: the string value starts with s (bsm/redislock's value is
+// its token followed by metadata; CheckToken). A token found anywhere
+// within a value, or as any hash value, let a client whose token was one
+// character of another's UUID, or a Redisson count ("1"), pass for that
+// lock's holder: the guards then left that lock to the script (review,
+// helper-69). A JSON value over 4 KiB is not decoded (this runs several
+// times per key and script): no lock value is that long.
+const checkLua = `local function lockproxy_holds(k, tok)
   local t = redis.call("TYPE", k).ok
   if tok == nil then return t ~= "none" end
-  local prefix = false
-  if type(tok) == "table" then tok, prefix = tok.prefix, true end
+  if type(tok) == "table" then
+    if t ~= "string" or #tok.p == 0 then return false end
+    return string.sub(redis.call("GET", k), 1, #tok.p) == tok.p
+  end
   if t == "string" then
     local v = redis.call("GET", k)
     if v == tok then return true end
-    if #tok == 0 then return false end
-    if prefix then return string.sub(v, 1, #tok) == tok end
-    if lockproxy_within(v, tok) then return true end
-    -- a JSON value written with cjson.encode, which escapes the token's
-    -- '/' (base64) and '"' and '\'
-    local j = string.sub(cjson.encode(tok), 2, -2)
-    return j ~= tok and #j > 0 and lockproxy_within(v, j)
-  elseif t == "hash" then
-    if redis.call("HEXISTS", k, tok) == 1 then return true end
-    -- a count is no token: a token "1" passed for a Redisson holder
-    if tonumber(tok) == nil and redis.call("HLEN", k) <= 64 then
-      for _, v in ipairs(redis.call("HVALS", k)) do if v == tok then return true end end
+    if #v > 4096 or not string.find(v, "^%s*[{\"]") then return false end
+    local ok, d = pcall(cjson.decode, v)
+    if not ok then return false end
+    if type(d) == "string" then return d == tok end
+    if type(d) == "table" then
+      for f, x in pairs(d) do
+        if type(f) == "string" and x == tok then return true end
+      end
     end
+  elseif t == "hash" then
+    return redis.call("HEXISTS", k, tok) == 1
   elseif t == "zset" then
     return redis.call("ZSCORE", k, tok) ~= false
   elseif t == "set" then
@@ -88,12 +75,6 @@ local function lockproxy_holds(k, tok)
   return false
 end
 `
-
-// PrefixToken is the token expression for WrapCheck and WrapGuard of a
-// lock whose value starts with the token and goes on with other bytes
-// (bsm/redislock's metadata), expr being the token: the library itself
-// compares only that prefix (GETRANGE), so lockproxy_holds does too.
-func PrefixToken(expr string) string { return "lockproxy_prefixed(" + expr + ")" }
 
 // WrapCheck returns the script the masters run for a checked script:
 // body, answering {reply, had, holds, pttl, at} (checkState). keys is a
@@ -190,52 +171,66 @@ return {lockproxy_reply, lockproxy_any and 1 or 0, lockproxy_all and 1 or 0, loc
 // WrapGuard returns the script the masters run for a release or read
 // with a token: body, with a lock key that another token held before it
 // and that it changed, deleted or shortened put back as it was (DUMP,
-// RESTORE), and then an error for reply, so that master's vote is no
-// yes. Releasing or reading changes no lock the caller does not hold; a
-// script understood as one did so on a path the analyzer's probes did not
-// take (an argument's value with the holder's remaining TTL in some band;
+// RESTORE), and then an error for reply, so that master's vote is no yes.
+// Releasing or reading changes no lock the caller does not hold; a script
+// understood as one did so on a path the analyzer's probes did not take
+// (an argument's value with the holder's remaining TTL in some band;
 // review, helper-68). Otherwise the reply is the body's own.
 //
-// A string or hash key is another's when it does not hold the caller's
-// token, and any change to it counts. A sorted set (Symfony's RedisStore)
-// holds several: each member's score is when it expires (ms since the
-// epoch), and a script may drop the expired ones (Symfony's exists does).
-// What counts there is a member other than the caller's token whose score
-// is in the future, before and after the body (by TIME): it must still be
-// there with at least that score, and the key must not expire before it.
-// Members named by a string constant of the body are the script's own
-// markers (Symfony's "__write__", which its delete removes with the
-// token), not another client's random token. Up to 256 such members per
-// key are looked at (review, helper-69: TestH69ZsetReleaseForceBand).
+// A string or hash is another's when it does not hold the caller's token
+// (lockproxy_holds). A sorted set's members carry their own expiry as
+// their score (Symfony's RedisStore: ms on the master's clock, TIME), so
+// dropping expired members is what its delete and exists do, and is
+// allowed; what is guarded is each unexpired member other than the
+// caller's token: after the script it is still there with no lower score,
+// and the key expires no earlier than the latest of them (or than before).
+// A member scored exactly as the caller's token is the caller's too
+// (Symfony's __write__, written with it). Expired means at or before the
+// master's TIME after the script, which is no earlier than any the script
+// read. A sorted set with more than 64 unexpired members is no lock shape:
+// any change to it is put back. Unguarded, a release whose force branch
+// the probes never took deleted another client's unexpired Symfony lock
+// (review, helper-69).
 func WrapGuard(body, keys, token string) (string, error) {
 	if strings.TrimSpace(keys) == "" || strings.TrimSpace(token) == "" {
 		return "", fmt.Errorf("a guarded script needs its lock keys and token")
 	}
 	return wrap2(body, checkLua+`local lockproxy_keys, lockproxy_tok = `+keys+`, `+token+`
-local lockproxy_dump, lockproxy_before, lockproxy_at0, lockproxy_live = {}, {}, {}, {}
-local lockproxy_own = `+luaConstants(body)+`
-local lockproxy_t1 = type(lockproxy_tok) == "table" and lockproxy_tok.prefix or lockproxy_tok
-if lockproxy_t1 ~= nil then lockproxy_own[lockproxy_t1] = true end
+local lockproxy_dump, lockproxy_before, lockproxy_at0, lockproxy_z = {}, {}, {}, {}
 local function lockproxy_expiry(k)
   local at = redis.pcall("PEXPIRETIME", k)
   if type(at) ~= "number" then return nil end
   return at
 end
 local function lockproxy_now()
+  -- Before any write: Redis 5 and 6 replicate a script that read TIME
+  -- only as its effects.
+  if redis.replicate_commands then redis.replicate_commands() end
   local t = redis.call("TIME")
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- lockproxy_others: sorted set k's unexpired members that are not the
+-- caller's, {member, score} each; {all = true} past 64; nil: none.
+local function lockproxy_others(k)
+  local own = redis.call("ZSCORE", k, lockproxy_tok)
+  own = own and tonumber(own)
+  local r = redis.call("ZRANGEBYSCORE", k, "(" .. string.format("%d", lockproxy_now()), "+inf", "WITHSCORES", "LIMIT", 0, 65)
+  if #r > 128 then return {all = true} end
+  local z = {}
+  for j = 1, #r, 2 do
+    local sc = tonumber(r[j + 1])
+    if r[j] ~= lockproxy_tok and sc ~= own then z[#z + 1] = {r[j], sc} end
+  end
+  if #z == 0 then return nil end
+  return z
 end
 for i = 1, #lockproxy_keys do
   local k = lockproxy_keys[i]
   local t = redis.call("TYPE", k).ok
-  if t == "zset" then
-    local ms, live, any = redis.call("ZRANGEBYSCORE", k, "(" .. lockproxy_now(), "+inf", "WITHSCORES", "LIMIT", 0, 256), {}, false
-    for j = 1, #ms, 2 do
-      if not lockproxy_own[ms[j]] then live[ms[j]], any = tonumber(ms[j + 1]) or math.huge, true end
-    end
-    if any then lockproxy_live[i] = live end
+  if t == "zset" and type(lockproxy_tok) == "string" then
+    lockproxy_z[i] = lockproxy_others(k)
   end
-  if lockproxy_live[i] or (t == "string" or t == "hash") and not lockproxy_holds(k, lockproxy_tok) then
+  if lockproxy_z[i] or ((t == "string" or t == "hash") and not lockproxy_holds(k, lockproxy_tok)) then
     lockproxy_dump[i], lockproxy_before[i] = redis.call("DUMP", k), redis.call("PTTL", k)
     lockproxy_at0[i] = lockproxy_expiry(k)
   end
@@ -243,28 +238,30 @@ end
 `, `local lockproxy_put = nil
 for i = 1, #lockproxy_keys do
   local k = lockproxy_keys[i]
+  local z = lockproxy_z[i]
   if lockproxy_dump[i] then
-    local at, at0, changed = lockproxy_expiry(k), lockproxy_at0[i], false
-    if lockproxy_live[i] then
-      -- every member still in the future kept its score, and the key
-      -- does not expire before it (nor before it did)
-      local now, need = lockproxy_now(), nil
-      for m, s in pairs(lockproxy_live[i]) do
-        if s > now then
-          local s2 = redis.pcall("ZSCORE", k, m)
-          if type(s2) ~= "string" or (tonumber(s2) or math.huge) < s then changed = true end
-          if need == nil or s > need then need = s end
+    local at, at0 = lockproxy_expiry(k), lockproxy_at0[i]
+    local bad = false
+    if z and not z.all then
+      -- another's unexpired member dropped or lowered, or the key now
+      -- expiring before it
+      local now, last, t = lockproxy_now(), nil, redis.call("TYPE", k).ok
+      for _, m in ipairs(z) do
+        if m[2] > now then
+          local sc = t == "zset" and redis.call("ZSCORE", k, m[1])
+          if not sc or tonumber(sc) < m[2] then bad = true end
+          if not last or m[2] > last then last = m[2] end
         end
       end
-      if need and at0 and at0 > 0 and at0 < need then need = at0 end
-      changed = changed or (need ~= nil and at ~= nil and at > 0 and at < need)
+      if last and at0 and at0 > 0 and at0 < last then last = at0 end
+      if last and at and at >= 0 and at < last then bad = true end
     else
       -- The expiry is compared as PEXPIREAT: Redis 7.0 does not stop the
       -- clock inside a script, so a PTTL read after the body can be lower
       -- with nothing changed.
-      changed = redis.call("DUMP", k) ~= lockproxy_dump[i] or (at0 and at and (at0 == -1 and at ~= -1 or at0 > 0 and (at < at0 and at ~= -1)))
+      bad = redis.call("DUMP", k) ~= lockproxy_dump[i] or (at0 and at and (at0 == -1 and at ~= -1 or at0 > 0 and (at < at0 and at ~= -1)))
     end
-    if changed then
+    if bad then
       redis.call("RESTORE", k, math.max(lockproxy_before[i], 0), lockproxy_dump[i], "REPLACE")
       lockproxy_put = k
     end
@@ -274,31 +271,6 @@ if lockproxy_put then
   return redis.error_reply("ERR lockproxy: this script changed the lock " .. lockproxy_put .. ", which another client holds; it was put back (a release or read must leave another holder's lock alone)")
 end
 return lockproxy_reply`)
-}
-
-// luaConstant is a short string literal of a Lua body, without escapes.
-var luaConstant = regexp.MustCompile(`"([^"\\\r\n]{1,128})"|'([^'\\\r\n]{1,128})'`)
-
-// luaConstants is a Lua table whose keys are the body's short string
-// constants (at most 256): the members a guarded script may remove from a
-// sorted set as its own markers (WrapGuard). A quote in a comment may
-// pair wrongly within its line; that only adds a constant.
-func luaConstants(body string) string {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, m := range luaConstant.FindAllStringSubmatch(body, 256) {
-		c := m[1] + m[2]
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("[\"")
-		for j := 0; j < len(c); j++ {
-			fmt.Fprintf(&b, "\\%d", c[j])
-		}
-		b.WriteString("\"] = true")
-	}
-	b.WriteByte('}')
-	return b.String()
 }
 
 // wrap2 runs head, then body as a function whose reply is lockproxy_reply,

@@ -99,16 +99,16 @@ type Script struct {
 	Batch *analyze.Batch
 	// CheckToken, when set, is the Lua expression of the holder's token
 	// the masters check the lock against (quorum.WrapCheck), where it is
-	// not the whole TokenArg (bsm's token is a prefix of the value).
+	// not the whole TokenArg: bsm's token is a prefix of the value,
+	// written {p = prefix} (quorum's lockproxy_holds matches a plain token
+	// exactly, so a prefix has to say it is one).
 	CheckToken string
-	// GuardToken, for a catalogued release that writes a key besides its
-	// lock: the ARGV index of the caller's token, which the masters guard
-	// every KEYS with (quorum.WrapGuard). python-redis-lock's unlock
-	// deletes its signal list KEYS[2] whatever it is, and a client naming
-	// another's lock there deleted that lock (review, helper-69:
-	// TestH69SignalKeyIsAnotherLock). The catalog's other releases delete
-	// only a key whose value is their token, which no other client holds.
-	GuardToken int
+	// GuardArg (catalog releases, which record no token): the ARGV index
+	// of the caller's token, for running the release guarded only
+	// (quorum.WrapGuard): a release that writes a key besides its lock
+	// (python-redis-lock's signal list, KEYS[2]) is told another client's
+	// lock there from its own by it.
+	GuardArg int
 
 	// ExactArgs (understood scripts): a call must pass exactly MinArgs
 	// ARGV, the count the analyzer ran the script with. MaxKeys, when set,
@@ -207,32 +207,30 @@ func (s *Script) finish() *Script {
 // as one of lockproxy's own are left as they are.
 //
 // A release or read with a token runs guarded instead (quorum.WrapGuard):
-// a string or hash lock another token holds that the script changed is put
-// back, and that master answers an error, no yes. The analyzer cannot try
+// a string or hash lock another token holds, or a sorted set's unexpired
+// member of another, that the script changed is put back, and that master
+// answers an error, no yes. The analyzer cannot try
 // every argument's value against every remaining TTL, and a release that
 // deleted another holder's lock on such a path gave that lock to the next
 // client inside its holder's validity (review, helper-68).
 func (s *Script) check(op *quorum.ScriptOp) {
 	switch {
-	case op.Body == "" || op.RunAs != "":
-		return
-	case s.GuardToken > 0 && s.TokenArg <= 0 && s.Kind == quorum.Release:
-		if body, err := quorum.WrapGuard(op.Body, "KEYS", fmt.Sprintf("ARGV[%d]", s.GuardToken)); err == nil {
-			op.Body, op.SHA1 = body, quorum.ScriptSHA1(body)
-		}
-		return
-	case s.TokenArg <= 0 && s.TokenConst == "":
+	case op.Body == "" || op.RunAs != "" || (s.TokenArg <= 0 && s.TokenConst == "" && s.GuardArg <= 0):
 		return
 	case s.Kind == quorum.Release || s.Kind == quorum.Read:
 		// Every KEYS, not only the lock keys: a release that also deletes
 		// its second key deleted whatever lock a client named there
 		// (review, helper-69).
 		_, token := s.checkArgs()
+		if s.TokenArg <= 0 && s.TokenConst == "" {
+			token = fmt.Sprintf("ARGV[%d]", s.GuardArg)
+		}
 		if body, err := quorum.WrapGuard(op.Body, "KEYS", token); err == nil {
 			op.Body, op.SHA1 = body, quorum.ScriptSHA1(body)
 		}
 		return
-	case s.Kind != quorum.Acquire && s.Kind != quorum.AcquireOrExtend && s.Kind != quorum.Extend:
+	case s.Kind != quorum.Acquire && s.Kind != quorum.AcquireOrExtend && s.Kind != quorum.Extend,
+		s.TokenArg <= 0 && s.TokenConst == "":
 		return
 	}
 	keys, token := s.checkArgs()

@@ -90,7 +90,7 @@ var builtins = []builtin{
 	{"bsm-redislock-v0.9.4_obtain", Script{Name: "bsm-redislock v0.9 obtain", Kind: quorum.Acquire, Yes: quorum.YesOK, TTLArg: 3, TTLUnit: quorum.Millis, TokenArg: 1, NoIsNoop: true, NoReply: resp.ReplyNil,
 		// The holder is who holds the token, the value's first ARGV[2]
 		// bytes: a re-obtain with other metadata is its own lock.
-		CheckToken: quorum.PrefixToken("string.sub(ARGV[1], 1, tonumber(ARGV[2]) or 0)")}},
+		CheckToken: "{p = string.sub(ARGV[1], 1, tonumber(ARGV[2]) or 0)}"}},
 	// bsm/redislock Lock.Release and node-redlock v3 unlock (same text): DEL when ours → 1, else 0.
 	{"bsm-redislock_release", Script{Name: "bsm-redislock release (node-redlock v3 release)", Kind: quorum.Release, Yes: quorum.YesOne, NoReply: replyZero}},
 	// bsm/redislock Lock.Refresh and node-redlock v3 extend (same text): PEXPIRE ARGV[2] ms when ours → 1, else 0.
@@ -123,9 +123,12 @@ var builtins = []builtin{
 	// python-redis-lock 4.x Lock.release: 1 when not ours (NotAcquired),
 	// else DEL the lock, signal waiters on KEYS[2] → 0. Zero is the yes.
 	// The signal list KEYS[2] gets PEXPIRE ARGV[2] (signal_expire, ms).
-	{"python-redis-lock_unlock", Script{Name: "python-redis-lock unlock", Kind: quorum.Release, Yes: quorum.YesZero, NoReply: replyOne, OtherTTLs: signalTTL, Signals: signalList,
-		// It deletes KEYS[2] whatever holds it: guarded (GuardToken).
-		GuardToken: 1}},
+	// It runs guarded with its token ARGV[1] (GuardArg, quorum.WrapGuard):
+	// it DELs KEYS[2] whatever that is, and a client naming another
+	// client's lock as its signal list deleted that lock inside its
+	// validity (review, helper-69). A signal list is a list, which the
+	// guard leaves alone.
+	{"python-redis-lock_unlock", Script{Name: "python-redis-lock unlock", Kind: quorum.Release, Yes: quorum.YesZero, NoReply: replyOne, OtherTTLs: signalTTL, Signals: signalList, GuardArg: 1}},
 	// python-redis-lock 4.x Lock.extend: 1 when not ours (NotAcquired), 2 when
 	// the key has no TTL (NotExpirable), else EXPIRE ARGV[2] seconds → 0.
 	// KEYS[2] is its signal list, which it does not touch: the lock is KEYS[1].
