@@ -25,6 +25,20 @@ async function client(lib, port, name) {
   if (lib === "ioredis") {
     const Redis = require("ioredis");
     const c = new Redis(port, "127.0.0.1", { maxRetriesPerRequest: 1, connectionName: name });
+    // Ready first, as node-redis's connect() below: ioredis writes a
+    // SUBSCRIBE at once while its handshake (CLIENT SETNAME, SETINFO, then
+    // the ready check's INFO) is still in flight, since SUBSCRIBE may run
+    // while a server loads; once its reply is in, ioredis refuses its own
+    // INFO ("Connection in subscriber mode, only subscriber commands may
+    // be used") and fails the ready check. Redis 7.0 does the same: it is
+    // the caller's race (seen once under load in CI).
+    await new Promise((resolve, reject) => {
+      c.once("error", reject);
+      c.once("ready", () => {
+        c.off("error", reject);
+        resolve();
+      });
+    });
     const listeners = [];
     c.on("message", (ch, msg) => listeners.forEach((f) => f("message", null, ch, msg)));
     c.on("pmessage", (pat, ch, msg) => listeners.forEach((f) => f("pmessage", pat, ch, msg)));
