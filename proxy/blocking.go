@@ -145,12 +145,13 @@ func (b *blocker) roundDone() {
 	case rep.Type == resp.Array || rep.Type == resp.Error:
 		out = resp.AppendReply(nil, rep, resp3)
 	}
+	more := r.PoppedMore()
 	r.Release()
 	popped := ""
 	if err == nil && rep.Type == resp.Array && len(rep.Elems) == 2 {
 		popped = string(rep.Elems[0].Str)
 	}
-	b.settleWakes(err != nil || rep.Type == resp.Error, popped)
+	b.settleWakes(err != nil || rep.Type == resp.Error, popped, more)
 	switch {
 	case b.done:
 	case out != nil:
@@ -176,14 +177,15 @@ func (b *blocker) expire() {
 }
 
 // settleWakes accounts for the wake-ups of the round just ended, which
-// popped an element of list popped ("": none). A popped element answers a
+// popped an element of list popped ("": none), and found more of it on a
+// master (more: quorum.Request.PoppedMore). A popped element answers a
 // wake-up for its list that came before the round; the others came for
 // elements still to be taken. A round that popped nothing without an
 // error found the elements gone (taken through this proxy or another): its
 // wake-ups are spent. A failed round took nothing, so its wake-ups pass on
 // to another blocker, as do those a blocker that is done (answered, timed
 // out, closed) can no longer use.
-func (b *blocker) settleWakes(failed bool, popped string) {
+func (b *blocker) settleWakes(failed bool, popped string, more bool) {
 	if len(b.wakes) == 0 {
 		return
 	}
@@ -201,10 +203,13 @@ func (b *blocker) settleWakes(failed bool, popped string) {
 			}
 			pass = append(pass, k)
 		}
-		if answered {
+		if answered && more {
 			// One event may stand for several elements (a script that
-			// pushes two): the next waiter tries too, until a round
-			// finds the list empty (review, helper-50).
+			// pushes two): the next waiter tries too, while a master
+			// has more (review, helper-50). Not when none has: a master
+			// slower than this round may get its copy of the element
+			// just answered after it, and the next waiter would pop
+			// that copy, a second client served for one push.
 			pass = append(pass, popped)
 		}
 	}

@@ -182,37 +182,101 @@ func TestBLPOPClosedAndShutdown(t *testing.T) {
 	}
 }
 
-// popRounds sums the EVALSHA calls the masters of c ran (pop rounds,
-// releases, lockproxy's own checks).
+// evalshaCalls sums the EVALSHA calls the masters of c ran (pop rounds,
+// lock scripts, lockproxy's own checks).
 func evalshaCalls(t *testing.T, c *cluster) int {
 	t.Helper()
 	n := 0
-	for _, m := range c.masters {
+	for _, k := range evalshaPerMaster(t, c) {
+		n += k
+	}
+	return n
+}
+
+// evalshaPerMaster is each master's count of EVALSHA calls.
+func evalshaPerMaster(t *testing.T, c *cluster) []int {
+	t.Helper()
+	out := make([]int, len(c.masters))
+	for i, m := range c.masters {
 		info, err := m.Do("INFO", "commandstats")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i := strings.Index(info, "cmdstat_evalsha:calls="); i >= 0 {
-			v := info[i+len("cmdstat_evalsha:calls="):]
+		if j := strings.Index(info, "cmdstat_evalsha:calls="); j >= 0 {
+			v := info[j+len("cmdstat_evalsha:calls="):]
 			v = v[:strings.IndexByte(v, ',')]
-			k, _ := strconv.Atoi(v)
-			n += k
+			out[i], _ = strconv.Atoi(v)
 		}
 	}
-	return n
+	return out
+}
+
+// waitRoundsRun waits until no pop round of c is in flight and every
+// master has run at least base[i]+n EVALSHAs: a round is decided once a
+// quorum answered, and a slower master runs its pop later.
+func waitRoundsRun(t *testing.T, c *cluster, base []int, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		done := true
+		for i, k := range evalshaPerMaster(t, c) {
+			done = done && k >= base[i]+n
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("masters ran %v EVALSHAs, want at least %d more than %v", evalshaPerMaster(t, c), n, base)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	waitInfo(t, c, "blocked_pop_rounds:0\r\n")
+}
+
+// sameGrowth waits until every master of c ran as many EVALSHAs more than
+// base as the others, at least one, and returns how many.
+func sameGrowth(t *testing.T, c *cluster, base []int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		now := evalshaPerMaster(t, c)
+		d := now[0] - base[0]
+		same := d > 0
+		for i := range now {
+			same = same && now[i]-base[i] == d
+		}
+		if same {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("masters ran %v EVALSHAs since %v: never the same number more", now, base)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // TestBLPOPWakesOnePerPush: 20 clients wait in BLPOP on one signal list of
 // proxy A; each release through proxy B pushes one element, which one
 // waiter gets. Only one waiter is woken per push: waking all 20 made each
 // run a pop round on every master (60 EVALSHAs over 3 masters for one
-// element). Each further push wakes one more waiter.
+// element). A round that leaves nothing on any master wakes no other
+// waiter to look for more: it ran one, and under load that one popped the
+// copy of a master that ran the release after the first round had popped
+// there, a second client served for one push (helper-71: 2 of 120 runs on
+// 2 loaded cores). Each further push wakes one more waiter.
+//
+// The waiters' first rounds must be over, on every master, before the
+// first push: a round still in flight at a master that runs the push
+// before it pops the copy there, a second client served. A sleep of
+// 300 ms was not enough on a loaded machine (one of the 120 runs: a
+// master ran the first rounds' pops 400 ms late).
 func TestBLPOPWakesOnePerPush(t *testing.T) {
 	a, b := twoProxies(t, "")
 	ctx := context.Background()
 	holder := b.client()
 	const waiters = 20
 	got := make(chan []string, waiters)
+	base := evalshaPerMaster(t, a)
 	for i := 0; i < waiters; i++ {
 		cl := a.client()
 		go func() {
@@ -222,17 +286,30 @@ func TestBLPOPWakesOnePerPush(t *testing.T) {
 		}()
 	}
 	waitBlocked(t, a, waiters)
-	time.Sleep(300 * time.Millisecond) // the waiters' first rounds end
+	waitRoundsRun(t, a, base, waiters)
+	unlock := pyUnlock(t)
 	release := func() {
 		t.Helper()
 		if ok, _ := holder.SetNX(ctx, "lock:x", "h", 30*time.Second).Result(); !ok {
 			t.Fatal("holder did not get the lock")
 		}
-		if n, err := holder.Eval(ctx, pyUnlock(t), []string{"lock:x", "lock-signal:x"}, "h", 10000).Int(); err != nil || n != 0 {
+		if n, err := holder.Eval(ctx, unlock, []string{"lock:x", "lock-signal:x"}, "h", 10000).Int(); err != nil || n != 0 {
 			t.Fatalf("unlock: %v %v", n, err)
 		}
 	}
-	before := evalshaCalls(t, a)
+	// What a release runs on each master (its script), from one with
+	// no waiter to wake (another list), so that the pops are counted
+	// exactly below.
+	before := evalshaPerMaster(t, a)
+	if ok, _ := holder.SetNX(ctx, "lock:y", "h", 30*time.Second).Result(); !ok {
+		t.Fatal("holder did not get lock:y")
+	}
+	if n, err := holder.Eval(ctx, unlock, []string{"lock:y", "lock-signal:y"}, "h", 10000).Int(); err != nil || n != 0 {
+		t.Fatalf("unlock of lock:y: %v %v", n, err)
+	}
+	perRelease := sameGrowth(t, a, before)
+
+	before = evalshaPerMaster(t, a)
 	release()
 	select {
 	case v := <-got:
@@ -243,11 +320,18 @@ func TestBLPOPWakesOnePerPush(t *testing.T) {
 		t.Fatal("no waiter woken by the push")
 	}
 	waitBlocked(t, a, waiters-1)
-	time.Sleep(200 * time.Millisecond) // rounds of other waiters, if any were woken
-	// 3 masters: the release's script, the pop round, and a few of
-	// lockproxy's own checks; 20 woken waiters are 60 pops.
-	if calls := evalshaCalls(t, a) - before; calls > 3*4 {
-		t.Errorf("one push cost %d EVALSHAs over 3 masters: more than one waiter was woken", calls)
+	// A round that wakes another waiter starts it before it answers its
+	// own client: once 19 are blocked, no round in flight means none more
+	// (a round decided by a quorum ran on 2 masters at least).
+	waitRoundsRun(t, a, before, perRelease+1)
+	// One round, one EVALSHA per master: 20 woken waiters were 60 pops, a
+	// waiter woken to look for a second element 3 more.
+	pops := -3 * perRelease
+	for i, k := range evalshaPerMaster(t, a) {
+		pops += k - before[i]
+	}
+	if pops > 3 {
+		t.Errorf("one push cost %d pop EVALSHAs over 3 masters (and its release %d on each): more than one round, one waiter woken", pops, perRelease)
 	}
 	if len(got) != 0 {
 		t.Fatalf("%d more waiters returned for one push", len(got))

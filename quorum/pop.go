@@ -79,9 +79,9 @@ func (r *Request) decidePop(q, outstanding int32, force bool) bool {
 }
 
 // isPopped reports whether a master's pop round reply carries an element:
-// {key, element, pttl}.
+// {key, element, pttl, left}.
 func isPopped(rep resp.Reply) bool {
-	return rep.Type == resp.Array && len(rep.Elems) == 3
+	return rep.Type == resp.Array && len(rep.Elems) == 4
 }
 
 // samePop compares two masters' popped elements, not their lists' PTTLs.
@@ -109,6 +109,31 @@ func (r *Request) PoppedTTL() int64 {
 		}
 	}
 	return ttl
+}
+
+// PoppedMore reports whether a master that answered a decided Pop with an
+// element of the answered list still holds more of that list after its
+// pop. A script that pushes several elements at once pushes them on each
+// master together, so a master that popped the first has the others:
+// false means the elements of the push that woke the round are all taken
+// where the round looked. A copy that a master slower than the round
+// gets later is not an element more but the same one, already answered
+// (helper-71: waking another waiter to look for more made it pop that
+// copy, and one push served two BLPOP clients where Redis serves one).
+func (r *Request) PoppedMore() bool {
+	if r.e == nil || r.reply.Type != resp.Array || len(r.reply.Elems) != 2 {
+		return false // not sent (quorum.Decided), or nothing popped
+	}
+	r.mu.Lock() // late replies are written under it (PoppedTTL)
+	defer r.mu.Unlock()
+	for i := 0; i < r.e.n; i++ {
+		rep := r.replies[i]
+		if r.state[i] == replied && isPopped(rep) && rep.Elems[0].Equal(r.reply.Elems[0]) &&
+			rep.Elems[3].Type == resp.Integer && rep.Elems[3].Int > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Repush puts back, on every master, an element a Pop took for a client

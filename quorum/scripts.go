@@ -160,15 +160,16 @@ return 1`)
 
 // popScript is one round of a blocking pop (BLPOP, BRPOP): the first
 // KEY whose list has an element gives it up, popped from its head
-// (ARGV[1] "l") or tail ("r"), answered {key, element, pttl} with the
-// list's PTTL before the pop (for repushScript); false when every list is
-// empty. A key of another type answers WRONGTYPE, as BLPOP does.
+// (ARGV[1] "l") or tail ("r"), answered {key, element, pttl, left} with
+// the list's PTTL before the pop (for repushScript) and the elements left
+// after it (Request.PoppedMore); false when every list is empty. A key of
+// another type answers WRONGTYPE, as BLPOP does.
 var popScript = newScript(`local pop = "LPOP"
 if ARGV[1] == "r" then pop = "RPOP" end
 for i = 1, #KEYS do
   local t = redis.call("PTTL", KEYS[i])
   local v = redis.call(pop, KEYS[i])
-  if v then return {KEYS[i], v, t} end
+  if v then return {KEYS[i], v, t, redis.call("LLEN", KEYS[i])} end
 end
 return false`)
 
