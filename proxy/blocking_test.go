@@ -211,26 +211,33 @@ func evalshaPerMaster(t *testing.T, c *cluster) []int {
 	return out
 }
 
-// waitRoundsRun waits until no pop round of c is in flight and every
-// master has run at least base[i]+n EVALSHAs: a round is decided once a
-// quorum answered, and a slower master runs its pop later.
-func waitRoundsRun(t *testing.T, c *cluster, base []int, n int) {
+// waitRoundsRun waits until every master has run at least base[i]+n
+// EVALSHAs and no pop round of c is in flight: a round is decided once a
+// quorum answered, and a slower master runs its pop later. check runs
+// at each look (it fails the test on what makes the wait pointless).
+func waitRoundsRun(t *testing.T, c *cluster, base []int, n int, check func()) {
 	t.Helper()
+	cl := c.client()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		done := true
-		for i, k := range evalshaPerMaster(t, c) {
+		check()
+		ran := evalshaPerMaster(t, c)
+		info, err := cl.Info(context.Background(), "clients").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := strings.Contains(info, "blocked_pop_rounds:0\r\n")
+		for i, k := range ran {
 			done = done && k >= base[i]+n
 		}
 		if done {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("masters ran %v EVALSHAs, want at least %d more than %v", evalshaPerMaster(t, c), n, base)
+			t.Fatalf("masters ran %v EVALSHAs, want at least %d more than %v, and no round in flight: %s", ran, n, base, info)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	waitInfo(t, c, "blocked_pop_rounds:0\r\n")
 }
 
 // sameGrowth waits until every master of c ran as many EVALSHAs more than
@@ -276,17 +283,32 @@ func TestBLPOPWakesOnePerPush(t *testing.T) {
 	holder := b.client()
 	const waiters = 20
 	got := make(chan []string, waiters)
+	// A waiter's error (a NOQUORUM round when the machine is so loaded
+	// that the masters miss node_timeout) is one waiter less blocked, which
+	// must not read as one served.
+	errs := make(chan error, waiters)
+	noErrors := func() {
+		t.Helper()
+		select {
+		case err := <-errs:
+			t.Fatalf("a waiter's BLPOP failed: %v", err)
+		default:
+		}
+	}
 	base := evalshaPerMaster(t, a)
 	for i := 0; i < waiters; i++ {
 		cl := a.client()
 		go func() {
-			if v, err := cl.BLPop(ctx, 20*time.Second, "lock-signal:x").Result(); err == nil {
-				got <- v
+			v, err := cl.BLPop(ctx, 20*time.Second, "lock-signal:x").Result()
+			if err != nil {
+				errs <- err
+				return
 			}
+			got <- v
 		}()
 	}
+	waitRoundsRun(t, a, base, waiters, noErrors)
 	waitBlocked(t, a, waiters)
-	waitRoundsRun(t, a, base, waiters)
 	unlock := pyUnlock(t)
 	release := func() {
 		t.Helper()
@@ -319,11 +341,11 @@ func TestBLPOPWakesOnePerPush(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no waiter woken by the push")
 	}
-	waitBlocked(t, a, waiters-1)
 	// A round that wakes another waiter starts it before it answers its
-	// own client: once 19 are blocked, no round in flight means none more
-	// (a round decided by a quorum ran on 2 masters at least).
-	waitRoundsRun(t, a, before, perRelease+1)
+	// own client: with none in flight, none more runs (a round decided by
+	// a quorum ran on 2 masters at least).
+	waitRoundsRun(t, a, before, perRelease+1, noErrors)
+	waitBlocked(t, a, waiters-1)
 	// One round, one EVALSHA per master: 20 woken waiters were 60 pops, a
 	// waiter woken to look for a second element 3 more.
 	pops := -3 * perRelease
@@ -333,15 +355,23 @@ func TestBLPOPWakesOnePerPush(t *testing.T) {
 	if pops > 3 {
 		t.Errorf("one push cost %d pop EVALSHAs over 3 masters (and its release %d on each): more than one round, one waiter woken", pops, perRelease)
 	}
+	noErrors()
 	if len(got) != 0 {
 		t.Fatalf("%d more waiters returned for one push", len(got))
 	}
 	for i := 2; i <= 4; i++ {
+		before = evalshaPerMaster(t, a)
 		release()
 		select {
 		case <-got:
+		case err := <-errs:
+			t.Fatalf("a waiter's BLPOP failed: %v", err)
 		case <-time.After(5 * time.Second):
 			t.Fatalf("push %d woke no waiter", i)
+		}
+		waitRoundsRun(t, a, before, perRelease+1, noErrors)
+		if len(got) != 0 {
+			t.Fatalf("push %d: %d more waiters returned", i, len(got))
 		}
 		waitBlocked(t, a, waiters-i)
 	}
