@@ -35,7 +35,7 @@ const (
 	// pttl] pairs.
 	AggCounter
 	// AggPop answers an element any master popped (pop.go); replies are
-	// {key, element, pttl} or nil, the answer {key, element}.
+	// {key, element, pttl, left} or nil, the answer {key, element}.
 	AggPop
 )
 
