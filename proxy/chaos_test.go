@@ -42,7 +42,7 @@ func runChaos(t *testing.T, cr chaosRun) (*resource, *chaosStats, []string) {
 	}
 	stop := make(chan struct{})
 	wg := runWorkers(t, []*redis.Client{cl}, res, st, cr.workers, keys, stop)
-	log := inject(cr.injection, c.masters, res)
+	log := inject(cr.injection, c.masters, res, st)
 	close(stop)
 	wg.Wait()
 	return res, st, log
@@ -55,6 +55,7 @@ func TestChaosMutualExclusion(t *testing.T) {
 			duration:     8 * time.Second,
 			pauseBetween: 300 * time.Millisecond,
 			faults:       masterFaults(),
+			minHolds:     50,
 		},
 		// max_ttl bounds the TTLs (≤ 1s here) and is the quarantine.
 		opts: []clusterOpt{withQuarantine(time.Second)},
@@ -70,7 +71,7 @@ func TestChaosMutualExclusion(t *testing.T) {
 			res, st, log := runChaos(t, cr)
 			reportChaos(t, res, st, log)
 			failOnViolations(t, res)
-			if st.acquired.Load() < 50 {
+			if st.acquired.Load() < cr.minHolds {
 				t.Fatalf("only %d holds checked: the run proves little", st.acquired.Load())
 			}
 		})

@@ -260,14 +260,21 @@ type injection struct {
 	// stop, when set, ends the run early once it holds (checked after
 	// each fault): a negative control stops at its first catch.
 	stop func(*resource) bool
+	// minHolds: a run that checked fewer holds proves little. On a loaded
+	// machine the workers get fewer in, so the faults go on past duration
+	// until they did (up to three times duration); the test then fails if
+	// they still did not.
+	minHolds int64
 }
 
-// inject runs faults on masters for in.duration and returns what it did.
-func inject(in injection, masters []*redisproc.Server, res *resource) []string {
+// inject runs faults on masters for in.duration (longer for in.minHolds,
+// counted in st) and returns what it did.
+func inject(in injection, masters []*redisproc.Server, res *resource, st *chaosStats) []string {
 	rng := rand.New(rand.NewPCG(42, uint64(time.Now().UnixNano())))
 	var log []string
 	end := time.Now().Add(in.duration)
-	for time.Now().Before(end) {
+	longest := end.Add(2 * in.duration)
+	for now := time.Now(); now.Before(end) || now.Before(longest) && st.acquired.Load() < in.minHolds; now = time.Now() {
 		time.Sleep(in.pauseBetween/2 + time.Duration(rng.Int64N(int64(in.pauseBetween))))
 		f := in.faults[rng.IntN(len(in.faults))]
 		log = append(log, time.Now().Format("15:04:05.000")+" "+f(rng, masters))

@@ -169,7 +169,7 @@ func runFencing(t *testing.T, fr fenceRun, fc *fenceChecker) (*resource, *chaosS
 	st, fs := &chaosStats{}, &fenceStats{}
 	stop := make(chan struct{})
 	wg := runFenceWorkers(t, clients, res, fc, st, fs, 16, keys, stop)
-	log := inject(fr.injection, ms, res)
+	log := inject(fr.injection, ms, res, st)
 	close(stop)
 	wg.Wait()
 	return res, st, fs, log

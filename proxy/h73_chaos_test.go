@@ -68,7 +68,7 @@ func TestH73MixedChaos(t *testing.T) {
 		wg.Go(func() { h73Worker(t, sc, clients, w, res, st, stop) })
 	}
 	in := injection{duration: d, pauseBetween: 300 * time.Millisecond, faults: append(masterFaults(), proxyFaults(bins)...)}
-	log := inject(in, ms, res)
+	log := inject(in, ms, res, st)
 	close(stop)
 	_ = p.Resume()
 	wg.Wait()

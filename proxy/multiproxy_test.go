@@ -72,7 +72,7 @@ func runMulti(t *testing.T, mr multiRun) (*resource, *chaosStats, []string) {
 	}
 	stop := make(chan struct{})
 	wg := runWorkers(t, clients, res, st, mr.workers, keys, stop)
-	log := inject(in, ms, res)
+	log := inject(in, ms, res, st)
 	close(stop)
 	// A worker may wait on a proxy that a fault left paused; none does
 	// (every fault resumes what it paused), but make sure before waiting.
@@ -152,6 +152,7 @@ func TestChaosMultiProxyMutualExclusion(t *testing.T) {
 			duration:     8 * time.Second,
 			pauseBetween: 300 * time.Millisecond,
 			faults:       masterFaults(),
+			minHolds:     100,
 		},
 		proxyFaults: proxyFaults,
 	}
@@ -166,7 +167,7 @@ func TestChaosMultiProxyMutualExclusion(t *testing.T) {
 			t.Errorf("fault: %s", l)
 		}
 	}
-	if st.acquired.Load() < 100 {
+	if st.acquired.Load() < mr.minHolds {
 		t.Fatalf("only %d holds checked: the run proves little", st.acquired.Load())
 	}
 	for p := 0; p < mr.inProcess+mr.binaries; p++ {
