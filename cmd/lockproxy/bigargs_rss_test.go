@@ -38,14 +38,7 @@ func TestBigArgumentsFanOut(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c, bufio.NewReaderSize(c, 1<<16)
 	}
-	cmd := func(args ...string) []byte {
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "*%d\r\n", len(args))
-		for _, a := range args {
-			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-		}
-		return b.Bytes()
-	}
+	cmd := respCommand
 	other := startOtherClient(t, addr)
 	cpu0 := cpuTime(t, pid)
 	var sent atomic.Int64

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net"
 	"sync"
@@ -25,11 +26,7 @@ type otherClient struct {
 // logged once and counted.
 func startOtherClient(t *testing.T, addr string) *otherClient {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := dialProxy(t, addr)
 	o := &otherClient{stop: make(chan struct{})}
 	o.wg.Add(1)
 	go func() {
@@ -42,8 +39,7 @@ func startOtherClient(t *testing.T, addr string) *otherClient {
 			case <-time.After(10 * time.Millisecond):
 			}
 			start := time.Now()
-			key := fmt.Sprint("other", i)
-			fmt.Fprintf(c, "*6\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1\r\nt\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n10000\r\n", len(key), key)
+			c.Write(respCommand("SET", fmt.Sprint("other", i), "t", "NX", "PX", "10000"))
 			c.SetReadDeadline(time.Now().Add(30 * time.Second))
 			line, err := r.ReadString('\n')
 			if err != nil {
@@ -76,4 +72,25 @@ func (o *otherClient) Stop() {
 func (o *otherClient) String() string {
 	return fmt.Sprintf("another client's slowest SET NX %v, %d of %d over 50ms, %d not OK",
 		time.Duration(o.worst.Load()).Round(time.Millisecond), o.slow.Load(), o.n.Load(), o.bad.Load())
+}
+
+// respCommand encodes a command as a RESP array of bulk strings.
+func respCommand(args ...string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b.Bytes()
+}
+
+// dialProxy connects to lockproxy at addr, closed at the test's end.
+func dialProxy(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -28,22 +28,8 @@ func TestPatternsOnMasters(t *testing.T) {
 	const seconds = 6
 	masters := redisproc.ForTest(t, 3)
 	addr, pid := startBinaryOn(t, bin, masters)
-	cmd := func(args ...string) []byte {
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "*%d\r\n", len(args))
-		for _, a := range args {
-			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-		}
-		return b.Bytes()
-	}
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	cmd := respCommand
+	dial := func() net.Conn { return dialProxy(t, addr) }
 	patterns := getenvInt("LOCKPROXY_PATTERNS")
 	if patterns == 0 {
 		patterns = 1000
@@ -131,22 +117,8 @@ func TestSubscribeChurn(t *testing.T) {
 	if getenvInt("LOCKPROXY_PATTERNS_CHURN") > 0 {
 		sub, unsub = "PSUBSCRIBE", "PUNSUBSCRIBE"
 	}
-	cmd := func(args ...string) []byte {
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "*%d\r\n", len(args))
-		for _, a := range args {
-			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-		}
-		return b.Bytes()
-	}
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	cmd := respCommand
+	dial := func() net.Conn { return dialProxy(t, addr) }
 	stop := make(chan struct{})
 	var pairs atomic.Int64
 	var wg sync.WaitGroup
