@@ -125,7 +125,7 @@ func (e *Engine) admitBig(r *Request) error {
 		e.bigRefused.Add(1)
 		return &BigInFlightError{Size: len(r.cmd), Max: MaxBigInFlight}
 	}
-	r.bigBytes, r.work, r.bigSkip = n, w, skip
+	r.bigBytes, r.work, r.bigSkip, r.bigHeld = n, w, skip, true
 	return nil
 }
 

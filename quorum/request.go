@@ -60,9 +60,14 @@ type Request struct {
 	answered   int32            // masters whose reply counts
 	failed     int32            // masters whose vote will not count (error, timeout, down, quarantined)
 	yes        int32
-	retried    bool     // this is the retry of a split vote: no further retry
-	retryGo    bool     // the retry was handed to its timer
-	_          [18]byte // the second line starts at byte 64
+	retried    bool // this is the retry of a split vote: no further retry
+	retryGo    bool // the retry was handed to its timer
+	// reent: a re-entrant hash lock's acquisition, whose masters also
+	// answer the token's count (reentrant.go); chk: a checked script's
+	// masters' reports (check.go); nil otherwise. Every Complete reads
+	// both first: on this line, not on a line of their own.
+	reent *reentState
+	chk   *checkState
 
 	// The second line: what every Complete reads besides the vote (which
 	// engine, what kind of operation and rule, the reference it drops,
@@ -82,7 +87,24 @@ type Request struct {
 	supLeft uint16
 	kind    Kind
 	agg     Agg
-	_       [8]byte // replies start at byte 128
+	// bigHeld: r counts against its masters' Engine.big and Engine.work
+	// (big.go), which each Complete gives back. shortenOn, nilIsNoop,
+	// noIsNoop and undoOp are what a reply after the decision reads
+	// (shorten.go, undo.go). All here so that a reply touches no other
+	// line of r than this one, the first and its own replies[i].
+	bigHeld bool
+	// shortenOn: a granted extend's shorter TTL goes to each master once
+	// it answered (shorten.go).
+	shortenOn bool
+	// noIsNoop marks acquisitions whose every reply that is neither a yes
+	// nor an error proves the master changed nothing (acquire scripts that
+	// return before writing): no undo is sent to masters that answered so.
+	noIsNoop bool
+	// nilIsNoop marks commands whose nil reply proves the master changed
+	// nothing (SET NX): no undo is sent to masters that answered nil.
+	nilIsNoop bool
+	undoOp    UndoOp
+	_         [3]byte // replies start at byte 128
 
 	replies [MaxMasters]resp.Reply
 	undoCmd []byte // built on first use
@@ -101,7 +123,6 @@ type Request struct {
 	// where it wrote. They may alias cmd.
 	undoKeys  [][]byte
 	undoToken []byte
-	undoOp    UndoOp
 	undoExtra [][]byte // UndoZRem: members the acquisition adds besides the token
 	// token is the lock token this operation writes or checks, when known
 	// (supersede.go); nil: unknown, it may write any.
@@ -120,13 +141,6 @@ type Request struct {
 	// acquisition of the key from this process holds validity, so queued
 	// behind one that succeeded it is answered "not acquired" at once.
 	exclusive bool
-	// noIsNoop marks acquisitions whose every reply that is neither a yes
-	// nor an error proves the master changed nothing (acquire scripts that
-	// return before writing): no undo is sent to masters that answered so.
-	noIsNoop bool
-	// nilIsNoop marks commands whose nil reply proves the master changed
-	// nothing (SET NX): no undo is sent to masters that answered nil.
-	nilIsNoop bool
 	// shorten: a granted extend sets its TTL on the masters afterwards
 	// (shorten.go); the extend itself never lowers one.
 	shorten byte
@@ -181,16 +195,8 @@ type Request struct {
 	fenceAt    int // where the token goes in the yes reply: 0 the reply itself, i its i-th element
 	notCounter uint16
 	cont       uint8
-	// reent: a re-entrant hash lock's acquisition, whose masters also
-	// answer the token's count (reentrant.go); nil otherwise.
-	reent *reentState
 	// hashRead: an HGET or HEXISTS of a hash lock's field (hashread.go).
 	hashRead uint8
-	// chk: a checked script's masters' reports (check.go); nil otherwise.
-	chk *checkState
-	// shortenOn: a granted extend's shorter TTL goes to each master once
-	// it answered (shorten.go).
-	shortenOn bool
 }
 
 // Per-master state of a request. The undo of a failed acquisition depends
@@ -211,7 +217,7 @@ func (r *Request) Decided() bool { return r.done.Load() }
 // Each op dispatch sends holds a reference to r, which this drops.
 func (r *Request) Complete(master int, rep resp.Reply, err error) {
 	r.complete(master, rep, err)
-	if (r.bigBytes > 0 || r.work > 0) && r.bigSkip&(1<<master) == 0 {
+	if r.bigHeld && r.bigSkip&(1<<master) == 0 {
 		r.e.big[master].Add(-r.bigBytes)
 		r.e.work[master].Add(-r.work)
 	}
