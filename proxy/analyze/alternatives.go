@@ -97,7 +97,9 @@ func (a *analysis) alternatives(sem *Semantics, f *finding, v *verdict, consts [
 			a.vals[p] = c
 			a.cache = map[string]*obs{}
 			for _, j := range base {
+				a.granted = false
 				if err := a.sameWith(sem, f, j, j.o.s, fmt.Sprintf("with %s = %q", posName(p, a.nkeys), c), false); err != nil {
+					a.noteGrant(p, c)
 					return err
 				}
 			}
@@ -319,6 +321,7 @@ func (a *analysis) rerun(sem *Semantics, f, fGot *finding, j judged, s probeStat
 		return o, true, nil
 	}
 	if yes != j.yes {
+		a.granted = yes
 		return o, false, &Refusal{Class: ClassBehaviour, Probe: o.name, Reason: fmt.Sprintf("%s the script answers %s, where otherwise it answers %s", with, o.o.reply, j.o.o.reply)}
 	}
 	for i := range got {

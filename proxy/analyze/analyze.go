@@ -27,6 +27,13 @@ type analysis struct {
 	// longHeld: held keys have more time left than any argument's value
 	// (the second analysis of longheld.go).
 	longHeld bool
+	// modes are arguments probed with one of the script's constants
+	// instead of a probe number (mode.go); grants is the first such
+	// argument and constant an alternative run found granting where the
+	// probe values declined.
+	modes   map[Arg]string
+	grants  *modeArg
+	granted bool // the last rerun answered yes where its judged state said no
 }
 
 // Analyze decides what the Lua script body does to a lock. It returns a
@@ -51,7 +58,11 @@ func AnalyzeContext(ctx context.Context, body []byte, opts Options) (*Semantics,
 	v := newVM(proto, b)
 	defer v.L.Close()
 	a := &analysis{opt: opt, b: b, v: v, consts: constants(proto)}
-	return a.analyzeAll()
+	sem, err := a.analyzeAll()
+	if err != nil && a.grants != nil {
+		return a.analyzeInMode(err)
+	}
+	return sem, err
 }
 
 // analyzeAll is analyze, then, for a script that read a remaining TTL and
@@ -178,6 +189,9 @@ func (a *analysis) settle() (*layoutResult, error) {
 			a.vals[i] = argValue(i)
 			if argOf(i, a.nkeys) == a.dbArg {
 				a.vals[i] = "0"
+			}
+			if c, ok := a.modes[argOf(i, a.nkeys)]; ok {
+				a.vals[i] = c
 			}
 		}
 		a.cache = map[string]*obs{}
