@@ -100,7 +100,7 @@ func TestHostileWrongCommandsKeepTheConnection(t *testing.T) {
 			{"EVAL", "return 1", "99999999999"},
 			{"EVAL", `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`, "2", "k"},
 			{"EVALSHA", strings.Repeat("z", 40), "0"},
-			{"FLUSHALL"}, {"DEBUG", "SLEEP", "10"}, {"SHUTDOWN"}, {"MULTI"}, {"KEYS", "*"},
+			{"FLUSHALL"}, {"DEBUG", "SLEEP", "10"}, {"SHUTDOWN"}, {"KEYS", "*"},
 			{"\x00\xff\r\n"},
 			{strings.Repeat("X", 100000)},
 			{"SELECT", "1"},

@@ -210,7 +210,7 @@ func TestUnknownCommandsAndScriptsNeverReachMasters(t *testing.T) {
 		before[i], _ = m.Do("INFO", "commandstats")
 	}
 	for _, args := range [][]any{
-		{"FLUSHALL"}, {"KEYS", "*"}, {"MULTI"}, {"CONFIG", "SET", "maxmemory", "1"}, {"SUBSCRIBE", "x"},
+		{"FLUSHALL"}, {"KEYS", "*"}, {"CONFIG", "SET", "maxmemory", "1"}, {"SUBSCRIBE", "x"},
 		{"EVAL", `return redis.call("flushall")`, 0},
 		{"EVAL", `if redis.call("get", KEYS[1] .. ":x") == ARGV[1] then return redis.call("unlink", KEYS[1]) else return 0 end`, 1, "k", "v"},
 		{"EVALSHA", "0123456789012345678901234567890123456789", 0},

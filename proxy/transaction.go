@@ -50,6 +50,12 @@ type txState struct {
 	multi   bool
 	dirty   bool     // a command was refused while queuing: EXEC aborts
 	queued  [][]byte // the one command queued (DEL, UNLINK, PEXPIRE, EXPIRE)
+	// plain: a MULTI without WATCH (plain.go); its queued commands, their
+	// bytes, and whether one of them is a lock command.
+	plain      bool
+	plainQ     [][][]byte
+	plainBytes int
+	plainLock  bool
 }
 
 // watchedKey is what the connection read of a watched key with GET.
@@ -89,6 +95,10 @@ func txCommand(s *Server, c *client, name string, args [][]byte) bool {
 		return false
 	}
 	tx := c.tx
+	if tx.plain {
+		plainQueue(s, c, name, args)
+		return true
+	}
 	switch {
 	case tx.queued != nil:
 		c.errorf("ERR %s (a second command was queued)", errTxShape)
@@ -164,16 +174,17 @@ func cmdUnwatch(s *Server, c *client, args [][]byte) {
 	c.status("OK")
 }
 
-// cmdMulti starts a transaction after WATCH; a MULTI without one is no
-// lock's release and is refused as before (other commands are not run in
-// transactions).
+// cmdMulti starts a transaction: after WATCH, a lock's compare-and-delete
+// or compare-and-extend; without, a plain one (plain.go). Redis never
+// refuses MULTI, and a client that pipelines its transaction would see
+// the commands after a refused MULTI run one by one.
 func cmdMulti(s *Server, c *client, args [][]byte) {
 	switch {
 	case c.tx != nil && c.tx.multi:
 		c.errorf("ERR MULTI calls can not be nested")
 	case c.tx == nil || len(c.tx.watched) == 0:
-		c.errorf("ERR unknown or unsupported command 'MULTI': lockproxy runs a transaction only after WATCH, as a lock's compare-and-delete or compare-and-extend (WATCH key, GET key, MULTI, DEL or PEXPIRE key, EXEC); see README")
-		s.cfg.Metrics.Request("unsupported", "error")
+		c.tx = &txState{multi: true, plain: true}
+		c.status("OK")
 	default:
 		c.tx.multi = true
 		c.status("OK")
@@ -200,6 +211,9 @@ func cmdExec(s *Server, c *client, args [][]byte) {
 	case tx.dirty:
 		c.tx = nil
 		c.errorf("EXECABORT Transaction discarded because of previous errors.")
+		return
+	case tx.plain:
+		execPlain(s, c)
 		return
 	case tx.queued == nil:
 		c.tx = nil
