@@ -65,9 +65,9 @@ func plainQueue(s *Server, c *client, name string, args [][]byte) {
 	case (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity):
 		c.errorf("ERR wrong number of arguments for '%s' command", name)
 	case !plainLocal[name] && !plainLock[name]:
-		c.errorf("ERR lockproxy does not run %s inside MULTI: a transaction without WATCH runs the commands lockproxy answers itself (PING, ECHO, SELECT, CLIENT, SCRIPT…) and at most one lock command; send it outside MULTI (see README \"Transactions\")", strings.ToUpper(name))
+		c.errorf("ERR lockproxy does not run %s inside MULTI: a transaction without WATCH runs the commands lockproxy answers itself (PING, ECHO, SELECT, CLIENT, SCRIPT…) and at most one lock command; send it outside MULTI (see README \"Commands\")", strings.ToUpper(name))
 	case plainLock[name] && tx.plainLock:
-		c.errorf("ERR lockproxy runs at most one lock command in a transaction: over several masters, two lock commands are not atomic together as in a Redis transaction, so it runs none of them; send them outside MULTI (a pipeline without transaction) or one per transaction (see README \"Transactions\")")
+		c.errorf("ERR lockproxy runs at most one lock command in a transaction: over several masters, two lock commands are not atomic together as in a Redis transaction, so it runs none of them; send them outside MULTI (a pipeline without transaction) or one per transaction (see README \"Commands\")")
 	case len(tx.plainQ) >= maxPlainQueued || tx.plainBytes+size > maxPlainBytes:
 		c.errorf("ERR lockproxy queues at most %d commands and %d bytes of arguments in a transaction: a lock's transaction needs a few; send these outside MULTI", maxPlainQueued, maxPlainBytes)
 	default:
