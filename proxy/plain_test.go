@@ -1,11 +1,15 @@
 package proxy_test
 
 import (
+	"bufio"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPlainTransaction: a MULTI without WATCH is accepted, as Redis
@@ -16,14 +20,17 @@ import (
 // script waits for its verdict); a second lock command, or a command
 // lockproxy does not run in a transaction, is refused at queue time and
 // EXEC aborts with nothing run; DISCARD drops the queue; the queue is
-// bounded. RESP2 and RESP3.
+// bounded. RESP2 and RESP3, on both transports.
 func TestPlainTransaction(t *testing.T) {
-	{
-		c := startCluster(t, 3)
+	for _, useTLS := range []bool{false, true} {
+		c := startClusterWith(t, 3, useTLS)
 		for _, proto := range []string{"2", "3"} {
 			p := dialRaw(t, c.addr)
+			if useTLS {
+				p = dialRawTLS(t, c)
+			}
 			p.do("HELLO", proto)
-			k := "plain" + proto
+			k := fmt.Sprintf("plain%s%v", proto, useTLS)
 			got := p.pipeline([]string{"MULTI"}, []string{"SET", k, "tok", "NX", "PX", "30000"}, []string{"EXEC"})
 			if want := "+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n"; strings.Join(got, "") != want {
 				t.Fatalf("RESP%s pipelined MULTI, SET NX PX, EXEC = %q, want %q", proto, got, want)
@@ -89,4 +96,15 @@ func TestPlainTransaction(t *testing.T) {
 			}
 		}
 	}
+}
+
+// dialRawTLS is dialRaw to a cluster started with TLS.
+func dialRawTLS(t *testing.T, c *cluster) *rawConn {
+	t.Helper()
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", c.addr, c.clientTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &rawConn{t: t, c: conn, rd: bufio.NewReader(conn)}
 }
