@@ -84,6 +84,12 @@ func TestPlainTransaction(t *testing.T) {
 			if v := c.onMasters(k2); count(v, "(nil)") != 3 {
 				t.Fatalf("a discarded transaction took %s: %v", k2, v)
 			}
+			// A nested MULTI is an error that does not abort the
+			// transaction, as in Redis 7.0.
+			got = p.pipeline([]string{"MULTI"}, []string{"MULTI"}, []string{"PING"}, []string{"EXEC"})
+			if want := "+OK\r\n-ERR MULTI calls can not be nested\r\n+QUEUED\r\n*1\r\n+PONG\r\n"; strings.Join(got, "") != want {
+				t.Fatalf("RESP%s nested MULTI = %q, want %q", proto, got, want)
+			}
 			// The bound: 64 commands; the 65th is refused, EXEC aborts.
 			cmds := [][]string{{"MULTI"}}
 			for i := 0; i < 65; i++ {
