@@ -76,6 +76,53 @@ const checkLua = `local function lockproxy_holds(k, tok)
 end
 `
 
+// zsetGuardLua defines, after lockproxy_tok, what WrapGuard and WrapCheck
+// guard a sorted set with: lockproxy_now() (ms, the master's TIME);
+// lockproxy_others(k), sorted set k's unexpired members that are not the
+// caller's, {member, score} each ({all = true} past 64; nil: none);
+// lockproxy_zbad(k, z, at, at0), whether the script dropped or lowered one
+// of z's members still unexpired, or left k expiring (at, PEXPIRETIME
+// after; at0, before) before the latest of them (or than before).
+const zsetGuardLua = `local function lockproxy_expiry(k)
+  local at = redis.pcall("PEXPIRETIME", k)
+  if type(at) ~= "number" then return nil end
+  return at
+end
+local function lockproxy_now()
+  -- Before any write: Redis 5 and 6 replicate a script that read TIME
+  -- only as its effects.
+  if redis.replicate_commands then redis.replicate_commands() end
+  local t = redis.call("TIME")
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function lockproxy_others(k)
+  local own = redis.call("ZSCORE", k, lockproxy_tok)
+  own = own and tonumber(own)
+  local r = redis.call("ZRANGEBYSCORE", k, "(" .. string.format("%d", lockproxy_now()), "+inf", "WITHSCORES", "LIMIT", 0, 65)
+  if #r > 128 then return {all = true} end
+  local z = {}
+  for j = 1, #r, 2 do
+    local sc = tonumber(r[j + 1])
+    if r[j] ~= lockproxy_tok and sc ~= own then z[#z + 1] = {r[j], sc} end
+  end
+  if #z == 0 then return nil end
+  return z
+end
+local function lockproxy_zbad(k, z, at, at0)
+  local now, last, t, bad = lockproxy_now(), nil, redis.call("TYPE", k).ok, false
+  for _, m in ipairs(z) do
+    if m[2] > now then
+      local sc = t == "zset" and redis.call("ZSCORE", k, m[1])
+      if not sc or tonumber(sc) < m[2] then bad = true end
+      if not last or m[2] > last then last = m[2] end
+    end
+  end
+  if last and at0 and at0 > 0 and at0 < last then last = at0 end
+  if last and at and at >= 0 and at < last then bad = true end
+  return bad
+end
+`
+
 // WrapCheck returns the script the masters run for a checked script:
 // body, answering {reply, had, holds, pttl, at} (checkState). keys is a
 // Lua expression for the list of lock keys ("KEYS" for every KEYS),
@@ -88,9 +135,15 @@ end
 // master's vote is no yes: only a force acquisition touches a lock
 // another client holds, and a script understood otherwise did so on a
 // path the analyzer's probes did not take (an argument's value or count,
-// the key's name, the holder's remaining TTL; review, helper-58). Strings
-// and hashes only: a sorted set's members carry their own expiry, and a
-// script that takes one whose every member expired takes a free lock.
+// the key's name, the holder's remaining TTL; review, helper-58). A
+// sorted set is guarded by its members, as WrapGuard does (zsetGuardLua):
+// another token's unexpired member dropped or lowered, or the key left
+// expiring before it, is put back and that master votes no; expired
+// members may go (a script that takes a set whose every member expired
+// takes a free lock). Unguarded, Symfony save and putOffExpiration
+// lookalikes with a force band the probes never took (under 30 s left)
+// took another client's unexpired lock and were granted it (review,
+// helper-83). Lists and sets are not guarded.
 //
 // Every run that leaves the caller's token on a lock key moves that key's
 // expiry (by 1 ms when nothing else did), so that the PEXPIRETIME an
@@ -128,8 +181,20 @@ func wrapCheck(body, keys, token, capMS string, keep, guard bool) (string, error
 	if guard {
 		dump = `  local t = redis.call("TYPE", lockproxy_keys[i]).ok
   if not lockproxy_had[i] and (t == "string" or t == "hash") then lockproxy_dump[i] = redis.call("DUMP", lockproxy_keys[i]) end
+  if t == "zset" and type(lockproxy_tok) == "string" then
+    lockproxy_z[i] = lockproxy_others(lockproxy_keys[i])
+    if lockproxy_z[i] then
+      lockproxy_dump[i], lockproxy_zat0[i] = redis.call("DUMP", lockproxy_keys[i]), lockproxy_expiry(lockproxy_keys[i])
+    end
+  end
 `
-		restore += `  if lockproxy_dump[i] and (lockproxy_holds(k, lockproxy_tok) or redis.call("DUMP", k) ~= lockproxy_dump[i] or
+		restore += `  local z = lockproxy_z[i]
+  if z then
+    if z.all and redis.call("DUMP", k) ~= lockproxy_dump[i] or not z.all and lockproxy_zbad(k, z, lockproxy_expiry(k), lockproxy_zat0[i]) then
+      redis.call("RESTORE", k, math.max(lockproxy_before[i], 0), lockproxy_dump[i], "REPLACE")
+      lockproxy_put = true
+    end
+  elseif lockproxy_dump[i] and (lockproxy_holds(k, lockproxy_tok) or redis.call("DUMP", k) ~= lockproxy_dump[i] or
       (lockproxy_before[i] > 0 and redis.call("PTTL", k) < lockproxy_before[i])) then
     redis.call("RESTORE", k, math.max(lockproxy_before[i], 0), lockproxy_dump[i], "REPLACE")
   end
@@ -137,7 +202,8 @@ func wrapCheck(body, keys, token, capMS string, keep, guard bool) (string, error
 	}
 	return wrap2(body, checkLua+`local lockproxy_keys, lockproxy_tok = `+keys+`, `+token+`
 local lockproxy_had, lockproxy_before, lockproxy_dump, lockproxy_any = {}, {}, {}, false
-for i = 1, #lockproxy_keys do
+local lockproxy_z, lockproxy_zat0, lockproxy_put = {}, {}, false
+`+zsetGuardLua+`for i = 1, #lockproxy_keys do
   lockproxy_had[i] = lockproxy_holds(lockproxy_keys[i], lockproxy_tok)
   lockproxy_before[i] = redis.call("PTTL", lockproxy_keys[i])
   lockproxy_any = lockproxy_any or lockproxy_had[i]
@@ -151,7 +217,7 @@ end
 local lockproxy_all, lockproxy_pttl = #lockproxy_keys > 0, -1
 for i = 1, #lockproxy_keys do
   local k = lockproxy_keys[i]
-`+restore+`  if not lockproxy_holds(k, lockproxy_tok) then lockproxy_all = false end
+`+restore+`  if lockproxy_put or not lockproxy_holds(k, lockproxy_tok) then lockproxy_all = false end
   local p = redis.call("PTTL", k)
   if p ~= -1 and (lockproxy_pttl == -1 or p < lockproxy_pttl) then lockproxy_pttl = p end
 end
@@ -197,34 +263,7 @@ func WrapGuard(body, keys, token string) (string, error) {
 	}
 	return wrap2(body, checkLua+`local lockproxy_keys, lockproxy_tok = `+keys+`, `+token+`
 local lockproxy_dump, lockproxy_before, lockproxy_at0, lockproxy_z = {}, {}, {}, {}
-local function lockproxy_expiry(k)
-  local at = redis.pcall("PEXPIRETIME", k)
-  if type(at) ~= "number" then return nil end
-  return at
-end
-local function lockproxy_now()
-  -- Before any write: Redis 5 and 6 replicate a script that read TIME
-  -- only as its effects.
-  if redis.replicate_commands then redis.replicate_commands() end
-  local t = redis.call("TIME")
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
--- lockproxy_others: sorted set k's unexpired members that are not the
--- caller's, {member, score} each; {all = true} past 64; nil: none.
-local function lockproxy_others(k)
-  local own = redis.call("ZSCORE", k, lockproxy_tok)
-  own = own and tonumber(own)
-  local r = redis.call("ZRANGEBYSCORE", k, "(" .. string.format("%d", lockproxy_now()), "+inf", "WITHSCORES", "LIMIT", 0, 65)
-  if #r > 128 then return {all = true} end
-  local z = {}
-  for j = 1, #r, 2 do
-    local sc = tonumber(r[j + 1])
-    if r[j] ~= lockproxy_tok and sc ~= own then z[#z + 1] = {r[j], sc} end
-  end
-  if #z == 0 then return nil end
-  return z
-end
-for i = 1, #lockproxy_keys do
+`+zsetGuardLua+`for i = 1, #lockproxy_keys do
   local k = lockproxy_keys[i]
   local t = redis.call("TYPE", k).ok
   if t == "zset" and type(lockproxy_tok) == "string" then
@@ -243,18 +282,7 @@ for i = 1, #lockproxy_keys do
     local at, at0 = lockproxy_expiry(k), lockproxy_at0[i]
     local bad = false
     if z and not z.all then
-      -- another's unexpired member dropped or lowered, or the key now
-      -- expiring before it
-      local now, last, t = lockproxy_now(), nil, redis.call("TYPE", k).ok
-      for _, m in ipairs(z) do
-        if m[2] > now then
-          local sc = t == "zset" and redis.call("ZSCORE", k, m[1])
-          if not sc or tonumber(sc) < m[2] then bad = true end
-          if not last or m[2] > last then last = m[2] end
-        end
-      end
-      if last and at0 and at0 > 0 and at0 < last then last = at0 end
-      if last and at and at >= 0 and at < last then bad = true end
+      bad = lockproxy_zbad(k, z, at, at0)
     else
       -- The expiry is compared as PEXPIREAT: Redis 7.0 does not stop the
       -- clock inside a script, so a PTTL read after the body can be lower

@@ -1,0 +1,167 @@
+package proxy_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/proxy/analyze"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// Acquires and extends run checked (quorum.WrapCheck). These are Symfony
+// RedisStore lookalikes (sorted set of tokens scored by expiry) whose extra
+// branch the analyzer's probes do not take: held keys in the probes have
+// about 7,000,003 ms left, so a branch on a realistic remaining TTL, or on
+// a free argument's constant with it, is never seen. Each runs while A
+// holds the lock with validity left; B must not be granted (review,
+// helper-83).
+
+// zsetSaveForceBand is Symfony's save with a force band: with "force" and
+// under 30 s left, it drops every member first.
+const zsetSaveForceBand = `local key = KEYS[1]
+local uniqueToken = ARGV[2]
+local ttl = tonumber(ARGV[3])
+if redis.call("TYPE", key).ok == "string" then
+    return false
+end
+local now = redis.call("TIME")
+now = now[1] * 1000 + math.floor(now[2] / 1000)
+local t = redis.call("PTTL", key)
+if ARGV[4] == "force" and t > 0 and t < 30000 then
+    redis.call("DEL", key)
+end
+redis.call("ZREMRANGEBYSCORE", key, "-inf", now)
+if redis.call("ZSCORE", key, uniqueToken) then
+    if not redis.call("ZSCORE", key, "__write__") and redis.call("ZCOUNT", key, "-inf", "+inf") > 1  then
+        return false
+    end
+elseif redis.call("ZCOUNT", key, "-inf", "+inf") > 0  then
+    return false
+end
+redis.call("ZADD", key, now + ttl, uniqueToken)
+redis.call("ZADD", key, now + ttl, "__write__")
+local maxExpiration = redis.call("ZREVRANGE", key, 0, 0, "WITHSCORES")[2]
+redis.call("PEXPIREAT", key, maxExpiration)
+return true`
+
+// zsetSaveGrace is Symfony's save that counts members expiring within a
+// grace (ARGV[4] ms) as expired. The probes try a grace past the holder's
+// remaining TTL: the analyzer marks it a force acquire, which takes the
+// lock whoever holds it by design (allow_force_acquire), so it is no
+// candidate for the check's put-back (TestH83ZsetSaveGraceIsForce).
+const zsetSaveGrace = `local key = KEYS[1]
+local uniqueToken = ARGV[2]
+local ttl = tonumber(ARGV[3])
+local grace = tonumber(ARGV[4]) or 0
+if redis.call("TYPE", key).ok == "string" then
+    return false
+end
+local now = redis.call("TIME")
+now = now[1] * 1000 + math.floor(now[2] / 1000)
+redis.call("ZREMRANGEBYSCORE", key, "-inf", now + grace)
+if redis.call("ZSCORE", key, uniqueToken) then
+    if not redis.call("ZSCORE", key, "__write__") and redis.call("ZCOUNT", key, "-inf", "+inf") > 1  then
+        return false
+    end
+elseif redis.call("ZCOUNT", key, "-inf", "+inf") > 0  then
+    return false
+end
+redis.call("ZADD", key, now + ttl, uniqueToken)
+redis.call("ZADD", key, now + ttl, "__write__")
+local maxExpiration = redis.call("ZREVRANGE", key, 0, 0, "WITHSCORES")[2]
+redis.call("PEXPIREAT", key, maxExpiration)
+return true`
+
+// zsetExtendForceBand is Symfony's putOffExpiration with a force band:
+// with "force" and under 30 s left it adds the caller's token (as if it
+// held the lock) and re-scores every other member to now, expiring it.
+const zsetExtendForceBand = `local key = KEYS[1]
+local uniqueToken = ARGV[2]
+local ttl = tonumber(ARGV[3])
+if redis.call("TYPE", key).ok == "string" then
+    return false
+end
+local now = redis.call("TIME")
+now = now[1] * 1000 + math.floor(now[2] / 1000)
+local t = redis.call("PTTL", key)
+if ARGV[4] == "force" and t > 0 and t < 30000 then
+    local ms = redis.call("ZRANGE", key, 0, -1)
+    for _, m in ipairs(ms) do redis.call("ZADD", key, now, m) end
+    redis.call("ZADD", key, now + ttl, uniqueToken)
+end
+if not redis.call("ZSCORE", key, uniqueToken) then
+    return false
+end
+redis.call("ZADD", key, now + ttl, uniqueToken)
+if redis.call("ZSCORE", key, "__write__") then
+    redis.call("ZADD", key, now + ttl, "__write__")
+end
+local maxExpiration = redis.call("ZREVRANGE", key, 0, 0, "WITHSCORES")[2]
+redis.call("PEXPIREAT", key, maxExpiration)
+return true`
+
+func TestH83ZsetCheckedAcquireExtend(t *testing.T) {
+	saveB, err := os.ReadFile("analyze/testdata/libs/symfony-lock_save.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	save := string(saveB)
+	const ttl = 20 * time.Second
+	cases := []struct {
+		name   string
+		script string
+		args   []any
+	}{
+		{"save force band", zsetSaveForceBand, []any{"0", "tokB", ttl.Milliseconds(), "force"}},
+		{"extend force band", zsetExtendForceBand, []any{"0", "tokB", ttl.Milliseconds(), "force"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCluster(t, 3)
+			a, b := c.client(), c.client()
+			// Teach the analyzer the script first, on another key.
+			if rep, err := h69Eval(t, b, tc.script, []string{"other"}, tc.args...); err != nil {
+				t.Logf("B's script on a free key answered %v %v", rep, err)
+			}
+			tSend := time.Now()
+			rep, err := h69Eval(t, a, save, []string{"k"}, "0", "tokA", ttl.Milliseconds())
+			if err != nil || rep != int64(1) {
+				t.Fatalf("A's Symfony save: %v %v", rep, err)
+			}
+			validUntil := tSend.Add(ttl - quorum.Drift(ttl, 0.01))
+			rep, err = h69Eval(t, b, tc.script, []string{"k"}, tc.args...)
+			t.Logf("B's script answered %v %v", rep, err)
+			if err == nil && rep == int64(1) && time.Now().Before(validUntil) {
+				t.Errorf("DOUBLE GRANT: B granted k %v before A's validity ends", time.Until(validUntil).Round(time.Millisecond))
+			}
+			// A's lock is still there, on a quorum, for A's own extend.
+			put, _ := os.ReadFile("analyze/testdata/libs/symfony-lock_put-off-expiration.lua")
+			rep, err = h69Eval(t, a, string(put), []string{"k"}, "0", "tokA", ttl.Milliseconds())
+			if err != nil || rep != int64(1) {
+				t.Errorf("A's extend of its own lock answered %v %v", rep, err)
+			}
+		})
+	}
+}
+
+// TestH83ZsetSaveGraceIsForce: the grace lookalike is no hole in the
+// checked run: the analyzer itself says it takes a held lock.
+func TestH83ZsetSaveGraceIsForce(t *testing.T) {
+	sem, err := analyze.Analyze([]byte(zsetSaveGrace), analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sem.Kind != analyze.Acquire || !sem.Force {
+		t.Errorf("grace save understood as %s, want a force acquire", sem)
+	}
+	for name, s := range map[string]string{"save force band": zsetSaveForceBand, "extend force band": zsetExtendForceBand} {
+		sem, err := analyze.Analyze([]byte(s), analyze.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sem.Force {
+			t.Errorf("%s understood as %s: the checked run's put-back is what stops it, not the verdict", name, sem)
+		}
+	}
+}
