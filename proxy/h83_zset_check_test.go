@@ -2,9 +2,11 @@ package proxy_test
 
 import (
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/redisproc"
 	"github.com/lockproxy/lockproxy/proxy/analyze"
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -162,6 +164,62 @@ func TestH83ZsetSaveGraceIsForce(t *testing.T) {
 		}
 		if sem.Force {
 			t.Errorf("%s understood as %s: the checked run's put-back is what stops it, not the verdict", name, sem)
+		}
+	}
+}
+
+// TestH83ZsetCheckedTwoProxies: A takes the lock through one lockproxy, B
+// runs the force-band save and extend through another on the same
+// masters. The put-back runs on the masters, so no lockproxy's state is
+// needed for it.
+func TestH83ZsetCheckedTwoProxies(t *testing.T) {
+	saveB, err := os.ReadFile("analyze/testdata/libs/symfony-lock_save.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 20 * time.Second
+	ms := redisproc.ForTest(t, 3)
+	p1, p2 := startFront(t, ms, false), startFront(t, ms, false)
+	p1.waitUp(3)
+	p2.waitUp(3)
+	p1.waitVoting(3)
+	p2.waitVoting(3)
+	a, b := p1.client(), p2.client()
+	for i, script := range []string{zsetSaveForceBand, zsetExtendForceBand} {
+		key := "k" + strconv.Itoa(i)
+		tSend := time.Now()
+		rep, err := h69Eval(t, a, string(saveB), []string{key}, "0", "tokA", ttl.Milliseconds())
+		if err != nil || rep != int64(1) {
+			t.Fatalf("A's Symfony save: %v %v", rep, err)
+		}
+		validUntil := tSend.Add(ttl - quorum.Drift(ttl, 0.01))
+		rep, err = h69Eval(t, b, script, []string{key}, "0", "tokB", ttl.Milliseconds(), "force")
+		if err == nil && rep == int64(1) && time.Now().Before(validUntil) {
+			t.Errorf("script %d: DOUBLE GRANT through a second lockproxy, %v before A's validity ends", i, time.Until(validUntil).Round(time.Millisecond))
+		}
+	}
+}
+
+// TestH83ZsetCheckedSharedMember: B already holds a member of the set
+// beside A's (a shared lock written by hand). Its force-band save drops
+// A's member: the set is put back with B's member in it, and B's vote is
+// still no.
+func TestH83ZsetCheckedSharedMember(t *testing.T) {
+	c := startCluster(t, 3)
+	b := c.client()
+	for _, m := range c.masters {
+		now := time.Now().UnixMilli()
+		m.Do("ZADD", "k", strconv.FormatInt(now+20000, 10), "tokA")
+		m.Do("ZADD", "k", strconv.FormatInt(now+15000, 10), "tokB")
+		m.Do("PEXPIREAT", "k", strconv.FormatInt(now+20000, 10))
+	}
+	rep, err := h69Eval(t, b, zsetSaveForceBand, []string{"k"}, "0", "tokB", 20000, "force")
+	if err == nil && rep == int64(1) {
+		t.Errorf("DOUBLE GRANT: B's force-band save granted over A's unexpired member")
+	}
+	for i, m := range c.masters {
+		if s, _ := m.Do("ZSCORE", "k", "tokA"); s == "" || s == "(nil)" {
+			t.Errorf("master %d lost A's member", i)
 		}
 	}
 }
