@@ -150,7 +150,7 @@ func TestH83ZsetCheckedAcquireExtend(t *testing.T) {
 // TestH83ZsetSaveGraceIsForce: the grace lookalike is no hole in the
 // checked run: the analyzer itself says it takes a held lock.
 func TestH83ZsetSaveGraceIsForce(t *testing.T) {
-	sem, err := analyze.Analyze([]byte(zsetSaveGrace), analyze.Options{})
+	sem, err := analyze.Analyze([]byte(zsetSaveGrace), h83Opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestH83ZsetSaveGraceIsForce(t *testing.T) {
 		t.Errorf("grace save understood as %s, want a force acquire", sem)
 	}
 	for name, s := range map[string]string{"save force band": zsetSaveForceBand, "extend force band": zsetExtendForceBand} {
-		sem, err := analyze.Analyze([]byte(s), analyze.Options{})
+		sem, err := analyze.Analyze([]byte(s), h83Opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,3 +223,6 @@ func TestH83ZsetCheckedSharedMember(t *testing.T) {
 		}
 	}
 }
+
+// h83Opts: the verdicts only, with room for -race's slower analysis.
+var h83Opts = analyze.Options{MaxCPU: 10 * time.Second, Timeout: 30 * time.Second}
