@@ -226,3 +226,23 @@ func TestH83ZsetCheckedSharedMember(t *testing.T) {
 
 // h83Opts: the verdicts only, with room for -race's slower analysis.
 var h83Opts = analyze.Options{MaxCPU: 10 * time.Second, Timeout: 30 * time.Second}
+
+// TestH83SetAcquireIsRefused: the same force band on a set-shaped lock
+// never reaches a master: the analyzer models no set writes (SADD), so
+// the check's put-back, which leaves sets alone, is not needed for
+// analyzed scripts.
+func TestH83SetAcquireIsRefused(t *testing.T) {
+	const setForceBand = `local t = redis.call("PTTL", KEYS[1])
+if ARGV[3] == "force" and t > 0 and t < 30000 then
+  redis.call("DEL", KEYS[1])
+end
+if redis.call("EXISTS", KEYS[1]) == 1 then
+  return 0
+end
+redis.call("SADD", KEYS[1], ARGV[1])
+redis.call("PEXPIRE", KEYS[1], ARGV[2])
+return 1`
+	if sem, err := analyze.Analyze([]byte(setForceBand), h83Opts); err == nil {
+		t.Errorf("a set-shaped acquire understood as %s; its force band would take a held set unguarded", sem)
+	}
+}
