@@ -27,6 +27,11 @@ func TestEvictionQuarantineCountsFromThePolicyChange(t *testing.T) {
 	b := startEngine(t, masters, func(c *quorum.Config) {
 		c.MaxTTL = 3 * time.Second
 		c.QuarantineCheck = 30 * time.Second
+		// B's acquire must be granted by masters 0 and 1: on a loaded
+		// machine (CI beside other suites) one of them answered after
+		// the tests' 50ms and B's acquire was refused (nil), which
+		// says nothing about A.
+		c.NodeTimeout = time.Second
 	})
 	poll(t, "B: all voting", func() bool { return allVoting(b) })
 	if _, err := masters[0].Do("CONFIG", "SET", "maxmemory-policy", "volatile-lru"); err != nil {
