@@ -259,7 +259,13 @@ func (r *Request) errorReplies() int32 {
 // the most common error, which says what failed; the holder must not take
 // its lock for released (it expires by its TTL). r.mu is held.
 func (r *Request) releaseUnknown() {
-	best, bestN := -1, 0
+	r.reply, _ = r.commonError()
+}
+
+// commonError is the error reply most masters gave, and how many gave it
+// (0 when none answered an error). r.mu is held.
+func (r *Request) commonError() (resp.Reply, int) {
+	best, bestN := resp.Reply{}, 0
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] != replied || r.yesFrom[i] || r.replies[i].Type != resp.Error {
 			continue
@@ -271,10 +277,10 @@ func (r *Request) releaseUnknown() {
 			}
 		}
 		if c > bestN {
-			best, bestN = i, c
+			best, bestN = r.replies[i], c
 		}
 	}
-	r.reply = r.replies[best]
+	return best, bestN
 }
 
 func (r *Request) noQuorum() *NoQuorumError {

@@ -167,8 +167,9 @@ func TestCounterGetIsNotALockRead(t *testing.T) {
 }
 
 // TestLostVoteWithoutAPTTLWaits: a Redisson-style acquire (yes nil, no the
-// holder's PTTL) lost with no master answering a PTTL (one yes, two error
-// replies) answers node_timeout as the PTTL, not the analyzer's
+// holder's PTTL) lost with no master answering a PTTL (one yes, two
+// different error replies: no quorum agrees on one, which would be relayed,
+// TestLostVoteQuorumError) answers node_timeout as the PTTL, not the analyzer's
 // placeholder 0, which Redisson reads as "try again now": it retried in a
 // tight loop for as long as the cause lasted (found by review). The same
 // reply for a lost re-entry (reentrant.go) and a grant without validity.
@@ -183,10 +184,48 @@ func TestLostVoteWithoutAPTTLWaits(t *testing.T) {
 	noRepl := resp.Reply{Type: resp.Error, Str: []byte("NOREPLICAS Not enough good replicas to write.")}
 	fps[0].sent()[0].C.Complete(0, resp.ReplyNil, nil)
 	fps[1].sent()[0].C.Complete(1, noRepl, nil)
-	fps[2].sent()[0].C.Complete(2, noRepl, nil)
+	fps[2].sent()[0].C.Complete(2, resp.Reply{Type: resp.Error, Str: []byte("LOADING Redis is loading the dataset in memory")}, nil)
 	e.Wait(w)
 	rep, err := r.Result()
 	if err != nil || r.Outcome() != Refused || !rep.IsInt(e.cfg.NodeTimeout.Milliseconds()) {
 		t.Fatalf("lost with no PTTL from a master: %v %v %v, want :%d (node_timeout) refused", rep, err, r.Outcome(), e.cfg.NodeTimeout.Milliseconds())
+	}
+}
+
+// TestLostVoteQuorumError: a Redisson-style acquire (yes nil, no the
+// holder's PTTL) lost where no master answered a PTTL but a quorum
+// answered the same error reply: the client gets that error, as one Redis
+// would have answered it. RedissonNonReentrantLock answers its holder's
+// re-entry with redis.error_reply(ARGV[3]) ("NON_REENTRANT_REACQUIRE"),
+// which the library turns into IllegalMonitorStateException; lockproxy
+// answered node_timeout as a PTTL instead, and the holder waited for its
+// own lock, again and again, for as long as it held it.
+func TestLostVoteQuorumError(t *testing.T) {
+	reentry := resp.Reply{Type: resp.Error, Str: []byte("NON_REENTRANT_REACQUIRE")}
+	for _, tc := range []struct {
+		name    string
+		replies []resp.Reply
+	}{
+		{"every master", []resp.Reply{reentry, reentry, reentry}},
+		{"a quorum, one yes", []resp.Reply{resp.ReplyNil, reentry, reentry}},
+		{"a quorum, one PTTL-less other error", []resp.Reply{reentry, {Type: resp.Error, Str: []byte("LOADING Redis is loading the dataset in memory")}, reentry}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, fps := pipedEngine(3, -1)
+			op := &ScriptOp{SHA1: "beef", Preloaded: true, Kind: Acquire, Yes: VoteRule{Type: resp.Nil},
+				No: resp.Reply{Type: resp.Integer}, NoPTTLAt: 0, NoIsNoop: true, Undo: UndoHashDecr,
+				Token: Arg{Index: 2}, LockKeys: []int{1}}
+			w := NewWaiter()
+			r := e.Script(op, [][]byte{[]byte("lock")}, [][]byte{[]byte("30000"), []byte("tok")}, 30*time.Second, batching.Now())
+			e.Submit(w, r)
+			for i, rep := range tc.replies {
+				fps[i].sent()[0].C.Complete(i, rep, nil)
+			}
+			e.Wait(w)
+			rep, err := r.Result()
+			if err != nil || !rep.Equal(reentry) {
+				t.Fatalf("lost to a quorum's error: %v %v, want the masters' %q", rep, err, reentry.Str)
+			}
+		})
 	}
 }

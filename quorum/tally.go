@@ -185,7 +185,13 @@ func (r *Request) keysOutcome() {
 
 // longestPTTLNo is, among the no replies that carry the holder's PTTL (at
 // pttlAt), the one with the longest: how long the client should wait
-// before trying again. lostReply when none does.
+// before trying again. When none does and a quorum of masters answered the
+// same error, that error: it is the script's answer in the lock's state
+// (Redisson's RedissonNonReentrantLock answers its holder's re-entry with
+// an error reply, which the library turns into IllegalMonitorStateException),
+// as one Redis would have given it; a made-up PTTL there had the holder
+// wait for its own lock, and try again, for as long as it held it.
+// lostReply otherwise.
 func (r *Request) longestPTTLNo() resp.Reply {
 	best, bestTTL := r.lostReply(), int64(-1)
 	for i := 0; i < r.e.n; i++ {
@@ -202,6 +208,11 @@ func (r *Request) longestPTTLNo() resp.Reply {
 		}
 		if v.Type == resp.Integer && v.Int > bestTTL {
 			best, bestTTL = rep, v.Int
+		}
+	}
+	if bestTTL < 0 {
+		if rep, n := r.commonError(); n >= r.e.q {
+			return rep
 		}
 	}
 	return best
