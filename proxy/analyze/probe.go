@@ -59,6 +59,12 @@ const (
 	byOther          // another client's token
 	byOther2         // a third client's token
 	reentered        // the caller's token, hash count 2
+	// shared: a hash with the caller's token and another's, count 1 each.
+	// No exclusive lock leaves two holders in one hash, but a script that
+	// does otherwise there (a branch on HLEN) would do it on a master where
+	// another script of the same key left a second field: the script must
+	// do there what it does held by the caller alone.
+	shared
 )
 
 // keySpec is one key's state in a probe.
@@ -127,6 +133,8 @@ func (a *analysis) stateName(s probeState) string {
 			parts[i] = fmt.Sprintf("%s held by a third token (%s)", name, k.f)
 		case reentered:
 			parts[i] = fmt.Sprintf("%s re-entered by the caller's token %s (hash count 2)", name, a.tokenName(s))
+		case shared:
+			parts[i] = fmt.Sprintf("%s held by the caller's token %s and another token (hash, count 1 each)", name, a.tokenName(s))
 		}
 	}
 	if s.shape != "" {
@@ -198,6 +206,9 @@ func (a *analysis) db(s probeState, nowMS int64) keyspace {
 					e.hash[j].v = "2"
 				}
 			}
+		}
+		if k.h == shared && e.typ == typeHash {
+			e.hash = append(e.hash, field{otherToken, "1"})
 		}
 		e.exp = exp
 		ks[a.vals[k.pos]] = e

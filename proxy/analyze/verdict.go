@@ -110,7 +110,7 @@ func (a *analysis) judgeAll(f *finding, v *verdict, hash bool) error {
 	}
 	combos = append(combos, same(n, byOther2))
 	if hash {
-		combos = append(combos, []holder{reentered})
+		combos = append(combos, []holder{reentered}, same(n, shared))
 	}
 	for _, hs := range combos {
 		o, err := a.probe(f.state(hs, f.form))
@@ -155,15 +155,15 @@ func expect(k Kind, force bool, hs []holder) (bool, []effect) {
 		}
 		return true
 	}
-	mine := func(h holder) bool { return h == byCaller || h == reentered }
+	mine := func(h holder) bool { return h == byCaller || h == reentered || h == shared }
 	var yes bool
 	switch k {
 	case Acquire, AcquireOrExtend:
-		yes = force || all(func(h holder) bool { return h == absent || (k == AcquireOrExtend && h == byCaller) })
+		yes = force || all(func(h holder) bool { return h == absent || (k == AcquireOrExtend && (h == byCaller || h == shared)) })
 		for i, h := range hs {
 			switch {
 			case !yes:
-			case h == byCaller:
+			case h == byCaller || h == shared:
 				effs[i] = effRenew
 			default:
 				effs[i] = effTake
@@ -172,7 +172,7 @@ func expect(k Kind, force bool, hs []holder) (bool, []effect) {
 	case ReentrantAcquire:
 		yes = !all(func(h holder) bool { return h == byOther || h == byOther2 })
 		for i, h := range hs {
-			effs[i] = map[holder]effect{absent: effTake, byCaller: effInc, reentered: effInc}[h]
+			effs[i] = map[holder]effect{absent: effTake, byCaller: effInc, reentered: effInc, shared: effInc}[h]
 		}
 	case Release, ReentrantRelease:
 		yes = all(func(h holder) bool { return mine(h) || (force && h != absent) })
