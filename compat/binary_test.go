@@ -120,6 +120,16 @@ ttl_unit = "ms"
 	if !poll(func() bool { return c.Ping(ctx).Err() == nil }) {
 		t.Fatalf("lockproxy does not answer PING on %s; its output:\n%s", addr, logs.String())
 	}
+	// It answers PING before it has connected to its masters: a lock
+	// command sent in between is refused with NOQUORUM "not connected
+	// yet", which is right, and not what this test is about.
+	if !poll(func() bool {
+		info, err := c.Info(ctx, "quorum").Result()
+		return err == nil && strings.Count(info, ",state=up,") == len(e.masters)
+	}) {
+		info, _ := c.Info(ctx, "quorum").Result()
+		t.Fatalf("lockproxy on %s: not every one of its %d masters up:\n%s\nits output:\n%s", addr, len(e.masters), info, logs.String())
+	}
 	key := prefixOf(t) + "lock"
 	docs := docScripts(t)
 	if v, err := c.Eval(ctx, docs[0].Body, []string{key}, "tok", 5000, "yes").Result(); v != "OK" || err != nil {
