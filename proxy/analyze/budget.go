@@ -31,12 +31,13 @@ type Options struct {
 	// (default 8 MiB): garbage included, so it also bounds the work.
 	MaxBytes int64
 	// MaxCPU bounds the CPU time the analysis's thread uses (default
-	// 500ms; on systems other than Linux, wall time): work the step count
+	// 500ms, 4 times that under the race detector; on systems other than
+	// Linux, wall time): work the step count
 	// cannot see, such as a step that hashes a 100 KB string used as a
 	// table key. It leaves the corpus's scripts a wide margin, under the
 	// race detector too (docs/analyzer.md).
 	MaxCPU time.Duration
-	// Timeout is a wall-clock backstop (default 5s), for an analysis that
+	// Timeout is a wall-clock backstop (default 5s, scaled as MaxCPU), for an analysis that
 	// waits rather than works; a normal analysis takes milliseconds.
 	// Reaching it or MaxCPU are the refusals that depend on the machine's
 	// speed.
@@ -63,10 +64,10 @@ func (o Options) withDefaults() Options {
 		o.MaxBytes = 8 << 20
 	}
 	if o.MaxCPU <= 0 {
-		o.MaxCPU = 500 * time.Millisecond
+		o.MaxCPU = 500 * time.Millisecond * raceFactor
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 5 * time.Second
+		o.Timeout = 5 * time.Second * raceFactor
 	}
 	if o.MaxKeys <= 0 {
 		o.MaxKeys = 8

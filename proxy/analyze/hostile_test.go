@@ -198,7 +198,7 @@ return 0`
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("the analysis took %v", d)
 	}
-	if got := (Options{}).withDefaults().MaxCPU; got != 500*time.Millisecond {
-		t.Errorf("default MaxCPU %v, want 500ms (docs/analyzer.md)", got)
+	if got := (Options{}).withDefaults().MaxCPU; got != 500*time.Millisecond*raceFactor {
+		t.Errorf("default MaxCPU %v, want 500ms, times %d under the race detector (docs/analyzer.md)", got, raceFactor)
 	}
 }
