@@ -27,6 +27,15 @@ func pairKeys(args []string) []int {
 
 // commands is the model: the commands lock scripts use, with Redis 7.0's
 // replies and error texts. Anything else is refused by name.
+// readOnly are the commands of commands that write no key.
+var readOnly = map[string]bool{
+	"get": true, "mget": true, "getrange": true, "strlen": true, "exists": true,
+	"ttl": true, "pttl": true, "type": true, "hget": true, "hmget": true,
+	"hexists": true, "hlen": true, "hgetall": true, "hkeys": true, "hvals": true,
+	"zscore": true, "zcard": true, "zcount": true, "zrange": true, "zrevrange": true,
+	"llen": true, "time": true, "select": true, "publish": true, "spublish": true,
+}
+
 var commands = map[string]cmdSpec{
 	"get":              {2, firstKey, (*run).get},
 	"set":              {-3, firstKey, (*run).set},

@@ -13,7 +13,7 @@ func (a *analysis) reportEffects(sem *Semantics, f *finding, v *verdict) {
 	for _, j := range v.judged {
 		yesOf[j.o] = j.yes
 	}
-	aux := map[Arg]bool{}
+	aux, written := map[Arg]bool{}, map[Arg]bool{}
 	cmdArgs := map[Arg]bool{}
 	for _, o := range append(a.judgedObs(v), a.others(v)...) {
 		yes, judged := yesOf[o]
@@ -42,6 +42,9 @@ func (a *analysis) reportEffects(sem *Semantics, f *finding, v *verdict) {
 				for _, i := range spec.keys(c.args) {
 					if p := o.o.r.pos(c.args[i]); p >= 0 && !contains(f.keys, p) {
 						aux[argOf(p, a.nkeys)] = true
+						if !readOnly[c.name] {
+							written[argOf(p, a.nkeys)] = true
+						}
 					}
 				}
 			}
@@ -51,10 +54,14 @@ func (a *analysis) reportEffects(sem *Semantics, f *finding, v *verdict) {
 	for k := range aux {
 		sem.AuxKeys = append(sem.AuxKeys, k)
 	}
+	for k := range written {
+		sem.WrittenKeys = append(sem.WrittenKeys, k)
+	}
 	for k := range cmdArgs {
 		sem.CommandArgs = append(sem.CommandArgs, k)
 	}
 	sortArgs(sem.AuxKeys)
+	sortArgs(sem.WrittenKeys)
 	sortArgs(sem.CommandArgs)
 }
 

@@ -77,8 +77,11 @@ type Semantics struct {
 	Pushes    []Push
 	Counters  []Counter
 	// AuxKeys are the keys other than the lock's that the script reads or
-	// writes (signal lists, latches, counters).
-	AuxKeys []Arg
+	// writes (signal lists, latches, counters); WrittenKeys, those of them
+	// some probe wrote. A call's other keys are left as they were by every
+	// path the probes took, which the masters check (quorum.Check.Aux).
+	AuxKeys     []Arg
+	WrittenKeys []Arg
 
 	// Batch, when set: the script is one such operation per KEYS, each
 	// key a lock of its own (batch.go); the fields above describe the
