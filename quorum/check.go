@@ -123,27 +123,67 @@ local function lockproxy_zbad(k, z, at, at0)
 end
 `
 
+// Check says what WrapCheck checks around a script's body.
+type Check struct {
+	// Keys is a Lua expression for the list of lock keys ("KEYS" for
+	// every KEYS); Token one for the caller's token ("nil": a tokenless
+	// extend, whose copies are compared by digest instead).
+	Keys, Token string
+	// Keep: put back the TTL of a copy the token held before if the body
+	// lowered it (acquires; an extend's body is wrapped by WrapNoShorten
+	// already).
+	Keep bool
+	// Guard: a lock key another token held before the body, and that the
+	// body took, changed, deleted or shortened, is put back as it was
+	// (DUMP, RESTORE), and that master's vote is no yes: only a force
+	// acquisition touches a lock another client holds, and a script
+	// understood otherwise did so on a path the analyzer's probes did not
+	// take (an argument's value or count, the key's name, the holder's
+	// remaining TTL; review, helper-58).
+	Guard bool
+	// Tokenless (an acquire with Guard): Token is the constant every
+	// acquisition of the lock writes, so a copy holding it before the body
+	// is anyone's, not the caller's. It is guarded as another's (any
+	// change to it, its expiry included, is put back), and that master's
+	// vote is no yes whatever the body answered: a tokenless acquire whose
+	// force band the probes never took re-set a held copy to the same
+	// value, which the digest did not tell from untouched, and was granted
+	// another client's lock (hunt, 2026-11-29).
+	Tokenless bool
+	// Aux, when set, is a Lua table of the KEYS indexes the body may write
+	// besides the lock keys ("{}": none), as the analyzer saw the probes
+	// write them. Every other KEYS entry that is no lock key is left as it
+	// was: if the body changed it (its value, type or expiry; created or
+	// deleted it), it is put back and that master's vote is no yes. An
+	// acquire that deleted its second key, on a path the probes never
+	// took, deleted whatever lock a client named there (hunt, 2026-11-29).
+	Aux string
+	// capMS, when set, is a Lua expression of the most PTTL (ms) the
+	// script may leave (CappedExtendScript's max_ttl): a bump that would
+	// pass it moves the expiry 1 ms earlier instead, which the drift
+	// allowance's 2 ms leave room for (and the next run that asks for the
+	// cap sets it again).
+	capMS string
+}
+
 // WrapCheck returns the script the masters run for a checked script:
-// body, answering {reply, had, holds, pttl, at} (checkState). keys is a
-// Lua expression for the list of lock keys ("KEYS" for every KEYS),
-// token one for the caller's token ("nil": a tokenless extend, whose
-// copies are compared by digest instead). keep: put back the TTL of a
-// copy the token held before if the body lowered it (acquires; an
-// extend's body is wrapped by WrapNoShorten already). guard: a lock key
-// another token held before the body, and that the body took, changed,
-// deleted or shortened, is put back as it was (DUMP, RESTORE), and that
-// master's vote is no yes: only a force acquisition touches a lock
-// another client holds, and a script understood otherwise did so on a
-// path the analyzer's probes did not take (an argument's value or count,
-// the key's name, the holder's remaining TTL; review, helper-58). A
-// sorted set is guarded by its members, as WrapGuard does (zsetGuardLua):
-// another token's unexpired member dropped or lowered, or the key left
-// expiring before it, is put back and that master votes no; expired
-// members may go (a script that takes a set whose every member expired
-// takes a free lock). Unguarded, Symfony save and putOffExpiration
-// lookalikes with a force band the probes never took (under 30 s left)
-// took another client's unexpired lock and were granted it (review,
-// helper-83). Lists and sets are not guarded.
+// body, answering {reply, had, holds, pttl, at} (checkState), checked as
+// c says.
+//
+// A sorted set is guarded by its members, as WrapGuard does
+// (zsetGuardLua): another token's unexpired member dropped or lowered, or
+// the key left expiring before it, is put back and that master votes no;
+// expired members may go (a script that takes a set whose every member
+// expired takes a free lock). Unguarded, Symfony save and
+// putOffExpiration lookalikes with a force band the probes never took
+// (under 30 s left) took another client's unexpired lock and were granted
+// it (review, helper-83). Since an expired member may go, the caller's own
+// member lives until its score: a sorted set's copy counts for the least
+// of the key's PTTL and its member's score less the master's time, and not
+// at all once that score has passed. Counted by the key's PTTL alone, an
+// acquire scoring its member to expire in a second was granted for its
+// whole TTL, and after that second another client's save took the lock
+// (hunt, 2026-11-29). Lists and sets are not guarded.
 //
 // Every run that leaves the caller's token on a lock key moves that key's
 // expiry (by 1 ms when nothing else did), so that the PEXPIRETIME an
@@ -153,57 +193,33 @@ end
 // reviews, helper-62, helper-63). So a lock re-taken or extended several
 // times within one millisecond outlives its TTL by as many milliseconds:
 // liveness only, no client's validity grows.
-func WrapCheck(body, keys, token string, keep, guard bool) (string, error) {
-	return wrapCheck(body, keys, token, "", keep, guard)
-}
-
-// wrapCheck is WrapCheck; capMS, when set, is a Lua expression of the
-// most PTTL (ms) the script may leave (CappedExtendScript's max_ttl): a
-// bump that would pass it moves the expiry 1 ms earlier instead, which the
-// drift allowance's 2 ms leave room for (and the next run that asks for the
-// cap sets it again).
-func wrapCheck(body, keys, token, capMS string, keep, guard bool) (string, error) {
+func WrapCheck(body string, c Check) (string, error) {
 	up := "at + 1"
-	if capMS != "" {
-		up = "((redis.call(\"PTTL\", lockproxy_keys[i]) + 1 > " + capMS + ") and at - 1 or at + 1)"
+	if c.capMS != "" {
+		up = "((redis.call(\"PTTL\", lockproxy_keys[i]) + 1 > " + c.capMS + ") and at - 1 or at + 1)"
 	}
-	if strings.TrimSpace(keys) == "" || strings.TrimSpace(token) == "" {
+	if strings.TrimSpace(c.Keys) == "" || strings.TrimSpace(c.Token) == "" {
 		return "", fmt.Errorf("a checked script needs its lock keys and token")
 	}
 	restore, dump := "", ""
-	if keep {
-		restore = `  if lockproxy_had[i] and lockproxy_before[i] > 0 and lockproxy_holds(k, lockproxy_tok) then
-    local n = redis.call("PTTL", k)
-    if n >= 0 and n < lockproxy_before[i] then redis.call("PEXPIRE", k, lockproxy_before[i]) end
-  end
-`
+	if c.Keep {
+		restore = keepLua
 	}
-	if guard {
-		dump = `  local t = redis.call("TYPE", lockproxy_keys[i]).ok
-  if not lockproxy_had[i] and (t == "string" or t == "hash") then lockproxy_dump[i] = redis.call("DUMP", lockproxy_keys[i]) end
-  if t == "zset" and type(lockproxy_tok) == "string" then
-    lockproxy_z[i] = lockproxy_others(lockproxy_keys[i])
-    if lockproxy_z[i] then
-      lockproxy_dump[i], lockproxy_zat0[i] = redis.call("DUMP", lockproxy_keys[i]), lockproxy_expiry(lockproxy_keys[i])
-    end
-  end
-`
-		restore += `  local z = lockproxy_z[i]
-  if z then
-    if z.all and redis.call("DUMP", k) ~= lockproxy_dump[i] or not z.all and lockproxy_zbad(k, z, lockproxy_expiry(k), lockproxy_zat0[i]) then
-      redis.call("RESTORE", k, math.max(lockproxy_before[i], 0), lockproxy_dump[i], "REPLACE")
-      lockproxy_put = true
-    end
-  elseif lockproxy_dump[i] and (lockproxy_holds(k, lockproxy_tok) or redis.call("DUMP", k) ~= lockproxy_dump[i] or
-      (lockproxy_before[i] > 0 and redis.call("PTTL", k) < lockproxy_before[i])) then
-    redis.call("RESTORE", k, math.max(lockproxy_before[i], 0), lockproxy_dump[i], "REPLACE")
-  end
-`
+	if c.Guard {
+		dump, restore = guardDumpLua, restore+guardRestoreLua
 	}
-	return wrap2(body, checkLua+`local lockproxy_keys, lockproxy_tok = `+keys+`, `+token+`
+	tokenless := "false"
+	if c.Tokenless && c.Guard {
+		tokenless = "true"
+	}
+	auxHead, auxTail := "", ""
+	if strings.TrimSpace(c.Aux) != "" {
+		auxHead, auxTail = "local lockproxy_aux = lockproxy_auxdump("+c.Aux+")\n", "lockproxy_put = lockproxy_auxput(lockproxy_aux)\n"
+	}
+	return wrap2(body, checkLua+`local lockproxy_keys, lockproxy_tok, lockproxy_tokenless = `+c.Keys+`, `+c.Token+`, `+tokenless+`
 local lockproxy_had, lockproxy_before, lockproxy_dump, lockproxy_any = {}, {}, {}, false
 local lockproxy_z, lockproxy_zat0, lockproxy_put = {}, {}, false
-`+zsetGuardLua+`for i = 1, #lockproxy_keys do
+`+zsetGuardLua+auxLua+`for i = 1, #lockproxy_keys do
   lockproxy_had[i] = lockproxy_holds(lockproxy_keys[i], lockproxy_tok)
   lockproxy_before[i] = redis.call("PTTL", lockproxy_keys[i])
   lockproxy_any = lockproxy_any or lockproxy_had[i]
@@ -213,12 +229,20 @@ for i = 1, #lockproxy_keys do
   lockproxy_at0[i] = redis.pcall("PEXPIRETIME", lockproxy_keys[i])
   if type(lockproxy_at0[i]) ~= "number" then lockproxy_at0[i] = -3 end
 end
-`, `if lockproxy_reply == nil then lockproxy_reply = false end
-local lockproxy_all, lockproxy_pttl = #lockproxy_keys > 0, -1
+`+auxHead, `if lockproxy_reply == nil then lockproxy_reply = false end
+`+auxTail+`local lockproxy_all, lockproxy_pttl = #lockproxy_keys > 0, -1
 for i = 1, #lockproxy_keys do
   local k = lockproxy_keys[i]
 `+restore+`  if lockproxy_put or not lockproxy_holds(k, lockproxy_tok) then lockproxy_all = false end
   local p = redis.call("PTTL", k)
+  if type(lockproxy_tok) == "string" and redis.call("TYPE", k).ok == "zset" then
+    local sc = redis.call("ZSCORE", k, lockproxy_tok)
+    if sc then
+      local left = tonumber(sc) - lockproxy_now()
+      if left <= 0 then lockproxy_all, left = false, 0 end
+      if p == -1 or left < p then p = left end
+    end
+  end
   if p ~= -1 and (lockproxy_pttl == -1 or p < lockproxy_pttl) then lockproxy_pttl = p end
 end
 local lockproxy_at = -3
@@ -233,6 +257,79 @@ for i = 1, #lockproxy_keys do
 end
 return {lockproxy_reply, lockproxy_any and 1 or 0, lockproxy_all and 1 or 0, lockproxy_pttl, lockproxy_at}`)
 }
+
+// keepLua puts back the TTL of a copy the token held before the body, if
+// the body lowered it.
+const keepLua = `  if lockproxy_had[i] and lockproxy_before[i] > 0 and lockproxy_holds(k, lockproxy_tok) then
+    local n = redis.call("PTTL", k)
+    if n >= 0 and n < lockproxy_before[i] then redis.call("PEXPIRE", k, lockproxy_before[i]) end
+  end
+`
+
+// guardDumpLua records, before the body, what Check.Guard puts back: a
+// string or hash lock key that is another's (or, tokenless, anyone's),
+// and a sorted set's other unexpired members.
+const guardDumpLua = `  local t = redis.call("TYPE", lockproxy_keys[i]).ok
+  if (not lockproxy_had[i] or lockproxy_tokenless) and (t == "string" or t == "hash") then
+    lockproxy_dump[i], lockproxy_zat0[i] = redis.call("DUMP", lockproxy_keys[i]), lockproxy_expiry(lockproxy_keys[i])
+  end
+  if t == "zset" and type(lockproxy_tok) == "string" then
+    lockproxy_z[i] = lockproxy_others(lockproxy_keys[i])
+    if lockproxy_z[i] then
+      lockproxy_dump[i], lockproxy_zat0[i] = redis.call("DUMP", lockproxy_keys[i]), lockproxy_expiry(lockproxy_keys[i])
+    end
+  end
+`
+
+// guardRestoreLua puts back, after the body, what guardDumpLua recorded
+// if the body took, changed or shortened it, and a tokenless copy that
+// was there before votes no.
+const guardRestoreLua = `  local z = lockproxy_z[i]
+  if z then
+    if z.all and redis.call("DUMP", k) ~= lockproxy_dump[i] or not z.all and lockproxy_zbad(k, z, lockproxy_expiry(k), lockproxy_zat0[i]) then
+      redis.call("RESTORE", k, math.max(lockproxy_before[i], 0), lockproxy_dump[i], "REPLACE")
+      lockproxy_put = true
+    end
+  elseif lockproxy_dump[i] and lockproxy_tokenless and lockproxy_had[i] then
+    if redis.call("DUMP", k) ~= lockproxy_dump[i] or lockproxy_expiry(k) ~= lockproxy_zat0[i] then
+      redis.call("RESTORE", k, math.max(lockproxy_before[i], 0), lockproxy_dump[i], "REPLACE")
+    end
+  elseif lockproxy_dump[i] and (lockproxy_holds(k, lockproxy_tok) or redis.call("DUMP", k) ~= lockproxy_dump[i] or
+      (lockproxy_before[i] > 0 and redis.call("PTTL", k) < lockproxy_before[i])) then
+    redis.call("RESTORE", k, math.max(lockproxy_before[i], 0), lockproxy_dump[i], "REPLACE")
+  end
+  if lockproxy_tokenless and lockproxy_had[i] then lockproxy_all = false end
+`
+
+// auxLua defines lockproxy_auxdump(w), what every KEYS entry that is no
+// lock key and whose index is not in w holds before the body ({key, DUMP,
+// PEXPIRETIME} each), and lockproxy_auxput(a), which puts back every one
+// the body changed and says whether there was one (Check.Aux).
+const auxLua = `local function lockproxy_auxdump(w)
+  local a, lock = {}, {}
+  for i = 1, #lockproxy_keys do lock[lockproxy_keys[i]] = true end
+  for j = 1, #KEYS do
+    local k = KEYS[j]
+    if not w[j] and not lock[k] then a[#a + 1] = {k, redis.call("DUMP", k), lockproxy_expiry(k)} end
+  end
+  return a
+end
+local function lockproxy_auxput(a)
+  local put = lockproxy_put
+  for _, x in ipairs(a) do
+    local k = x[1]
+    if redis.call("DUMP", k) ~= x[2] or lockproxy_expiry(k) ~= x[3] then
+      if x[2] then
+        redis.call("RESTORE", k, (x[3] and x[3] > 0) and x[3] or 0, x[2], "REPLACE", "ABSTTL")
+      else
+        redis.call("DEL", k)
+      end
+      put = true
+    end
+  end
+  return put
+end
+`
 
 // WrapGuard returns the script the masters run for a release or read
 // with a token: body, with a lock key that another token held before it
@@ -407,7 +504,7 @@ func (e *Engine) shortCopy(master int, r *Request, pttl int64) {
 	}
 	e.cfg.Logger.Warn("master's copy of a lock expires before the validity lockproxy would grant, so its vote counts as no; "+
 		"with an absolute expiry (PXAT, PEXPIREAT) this master's clock is ahead of lockproxy's, or it ran the command late, by about the shortfall plus the drift allowance: synchronise the clocks (NTP), check the master's latency; "+
-		"otherwise the script set a shorter TTL than the one it was given (logged at most once a minute per master)",
+		"otherwise the script set a shorter TTL than the one it was given, or scored the caller's sorted-set member to expire sooner (logged at most once a minute per master)",
 		"master", e.cfg.Masters[master], "key", r.Key, "pttl_ms", pttl, "needed_ms", r.chk.minPTTL, "shortfall_ms", r.chk.minPTTL-pttl)
 }
 

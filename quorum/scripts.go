@@ -20,7 +20,7 @@ func newScript(body string) Script {
 // newCheckedScript is newScript of body wrapped by WrapCheck, leaving at
 // most capMS of PTTL ("": no cap known).
 func newCheckedScript(keys, token, capMS, body string) Script {
-	b, err := wrapCheck(body, keys, token, capMS, false, true)
+	b, err := WrapCheck(body, Check{Keys: keys, Token: token, Guard: true, capMS: capMS})
 	if err != nil {
 		panic(err)
 	}

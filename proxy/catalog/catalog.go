@@ -118,6 +118,12 @@ type Script struct {
 	// analysis saw only at the counts it ran.
 	ExactArgs bool
 	MaxKeys   int
+	// AuxGuard (understood scripts whose lock keys are not every KEYS):
+	// an acquire's or extend's other KEYS must be left as they were,
+	// except WrittenKeys, the KEYS indexes the analyzer's probes saw it
+	// write (a fencing counter, a signal list): quorum.Check.Aux.
+	AuxGuard    bool
+	WrittenKeys []int
 
 	op *quorum.ScriptOp // how the engine runs it, built once by finish
 }
@@ -234,7 +240,18 @@ func (s *Script) check(op *quorum.ScriptOp) {
 		return
 	}
 	keys, token := s.checkArgs()
-	body, err := quorum.WrapCheck(op.Body, keys, token, s.Kind == quorum.Acquire, !s.Force)
+	c := quorum.Check{
+		Keys: keys, Token: token, Keep: s.Kind == quorum.Acquire, Guard: !s.Force,
+		Tokenless: s.TokenArg <= 0 && (s.Kind == quorum.Acquire || s.Kind == quorum.AcquireOrExtend),
+	}
+	if s.AuxGuard {
+		w := make([]string, len(s.WrittenKeys))
+		for i, k := range s.WrittenKeys {
+			w[i] = fmt.Sprintf("[%d] = true", k)
+		}
+		c.Aux = "{" + strings.Join(w, ", ") + "}"
+	}
+	body, err := quorum.WrapCheck(op.Body, c)
 	if err != nil {
 		return
 	}

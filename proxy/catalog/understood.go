@@ -26,6 +26,12 @@ func fromSemantics(body []byte, sha string, sem *analyze.Semantics, maxTTL time.
 	}
 	if !sem.EachKey {
 		s.MaxKeys = sem.MinKeys + 1 // analyzed with MinKeys and MinKeys+1 KEYS
+		s.AuxGuard = sem.Batch == nil
+		for _, k := range sem.WrittenKeys {
+			if k.Keys {
+				s.WrittenKeys = append(s.WrittenKeys, k.Index)
+			}
+		}
 	}
 	if len(s.Semantics) > maxSemantics {
 		return nil, fmt.Errorf("what it does takes %d bytes to say, more than %d: it answers or writes long constant values (a reply built with string.rep), which lock scripts do not, and lockproxy keeps what it learns of each script", len(s.Semantics), maxSemantics)
