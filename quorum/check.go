@@ -157,6 +157,8 @@ type Check struct {
 	// deleted it), it is put back and that master's vote is no yes. An
 	// acquire that deleted its second key, on a path the probes never
 	// took, deleted whatever lock a client named there (hunt, 2026-11-29).
+	// The entries in it may be written only as the probes' were: created,
+	// a list changed, a counter with no expiry grown (auxLua).
 	Aux string
 	// capMS, when set, is a Lua expression of the most PTTL (ms) the
 	// script may leave (CappedExtendScript's max_ttl): a bump that would
@@ -301,24 +303,53 @@ const guardRestoreLua = `  local z = lockproxy_z[i]
   if lockproxy_tokenless and lockproxy_had[i] then lockproxy_all = false end
 `
 
-// auxLua defines lockproxy_auxdump(w), what every KEYS entry that is no
-// lock key and whose index is not in w holds before the body ({key, DUMP,
-// PEXPIRETIME} each), and lockproxy_auxput(a), which puts back every one
-// the body changed and says whether there was one (Check.Aux).
-const auxLua = `local function lockproxy_auxdump(w)
+// auxLua defines lockproxy_auxdump(w), what each KEYS entry that is no
+// lock key holds before the body, and lockproxy_auxput(a), which puts
+// back every one the body changed and says whether there was one
+// (Check.Aux). An entry whose index is not in w must be left as it was
+// ({key, DUMP, PEXPIRETIME}). One in w, a key some probe wrote, may be
+// written only as such keys are: created where there was none, a list
+// changed (a signal list), a counter with no expiry grown (a fencing
+// counter); anything else there before (a string, a counter with an
+// expiry, a hash, a set, a sorted set: a lock's shapes, and every lock key
+// has a TTL) must be left as it was too. Left to the body whatever it
+// held, an acquire that cleared its signal key deleted whatever lock a
+// client named there, and the next acquire of that lock was granted
+// (hunt, helper-92). An entry read as a counter is {key, DUMP,
+// PEXPIRETIME, n = its value}.
+const auxLua = `local function lockproxy_int(k)
+  if redis.call("TYPE", k).ok ~= "string" or redis.call("PTTL", k) ~= -1 then return nil end
+  local v = redis.call("GET", k)
+  if #v > 18 or not string.find(v, "^%-?%d+$") then return nil end
+  return tonumber(v)
+end
+local function lockproxy_auxdump(w)
   local a, lock = {}, {}
   for i = 1, #lockproxy_keys do lock[lockproxy_keys[i]] = true end
   for j = 1, #KEYS do
     local k = KEYS[j]
-    if not w[j] and not lock[k] then a[#a + 1] = {k, redis.call("DUMP", k), lockproxy_expiry(k)} end
+    if not lock[k] then
+      local t = w[j] and redis.call("TYPE", k).ok
+      if not w[j] then
+        a[#a + 1] = {k, redis.call("DUMP", k), lockproxy_expiry(k)}
+      elseif t ~= "none" and t ~= "list" then
+        a[#a + 1] = {k, redis.call("DUMP", k), lockproxy_expiry(k), n = lockproxy_int(k)}
+      end
+    end
   end
   return a
 end
 local function lockproxy_auxput(a)
   local put = lockproxy_put
   for _, x in ipairs(a) do
-    local k = x[1]
-    if redis.call("DUMP", k) ~= x[2] or lockproxy_expiry(k) ~= x[3] then
+    local k, ok = x[1], false
+    if x.n then
+      local n = lockproxy_int(k)
+      ok = n ~= nil and n >= x.n
+    else
+      ok = redis.call("DUMP", k) == x[2] and lockproxy_expiry(k) == x[3]
+    end
+    if not ok then
       if x[2] then
         redis.call("RESTORE", k, (x[3] and x[3] > 0) and x[3] or 0, x[2], "REPLACE", "ABSTTL")
       else

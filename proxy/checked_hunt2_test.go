@@ -1,0 +1,64 @@
+package proxy_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// More acquires and extends the analyzer understood that were granted to B
+// while A held the lock inside its validity (hunt, helper-92).
+
+// writtenKeyDel acquires KEYS[1] and deletes KEYS[2], a signal list it
+// clears on every grant: the probes saw KEYS[2] written, so the masters
+// leave it to the script (quorum.Check.Aux). Named as another client's
+// lock, it deleted that lock, and the next acquire of it was granted.
+const writtenKeyDel = `if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+  redis.call("DEL", KEYS[2])
+  return 1
+end
+return 0`
+
+func TestCheckedWrittenKeyDeletesALock(t *testing.T) {
+	const ttl = 20 * time.Second
+	ctx := context.Background()
+	c := startCluster(t, 3)
+	a, b, cc := c.client(), c.client(), c.client()
+	tSend := time.Now()
+	if ok, err := a.SetNX(ctx, "lockB", "tokA", ttl).Result(); err != nil || !ok {
+		t.Fatalf("A's SET NX PX: %v %v", ok, err)
+	}
+	validUntil := tSend.Add(ttl - quorum.Drift(ttl, 0.01))
+	rep, err := h69Eval(t, b, writtenKeyDel, []string{"x1", "lockB"}, "tokB", ttl.Milliseconds())
+	t.Logf("B's acquire naming A's lock as its signal key answered %v %v", rep, err)
+	for i, m := range c.masters {
+		if v, _ := m.Do("GET", "lockB"); v != "tokA" {
+			t.Errorf("master %d: A's lock holds %q after B's script, want tokA", i, v)
+		}
+	}
+	ok, err := cc.SetNX(ctx, "lockB", "tokC", ttl).Result()
+	if err == nil && ok && time.Now().Before(validUntil) {
+		t.Errorf("DOUBLE GRANT: C granted lockB %v before A's validity ends", time.Until(validUntil).Round(time.Millisecond))
+	}
+	// Its own signal list, a list, is still cleared and the lock granted.
+	for _, m := range c.masters {
+		if _, err := m.Do("RPUSH", "sig", "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep, err := h69Eval(t, b, writtenKeyDel, []string{"x2", "sig"}, "tokB", ttl.Milliseconds()); err != nil || rep != int64(1) {
+		t.Errorf("acquire clearing its signal list answered %v %v", rep, err)
+	}
+	// A fencing counter, a string with no expiry, still grows.
+	for _, m := range c.masters {
+		if _, err := m.Do("SET", "fence", "5"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err = h69Eval(t, b, fencedAcquire, []string{"x3", "fence"}, "tokB", ttl.Milliseconds())
+	if n, ok := rep.(int64); err != nil || !ok || n <= 5 {
+		t.Errorf("fenced acquire with a counter at 5 answered %v %v, want a token over 5", rep, err)
+	}
+}
