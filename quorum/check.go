@@ -40,7 +40,10 @@ import (
 // the token (cjson's escapes, such as a base64 token's '\/', decoded); a
 // hash's field; a set's or sorted set's member. A token given as {p = s}
 // is a prefix: the string value starts with s (bsm/redislock's value is
-// its token followed by metadata; CheckToken). A token found anywhere
+// its token followed by metadata; CheckToken); one given as {f = f, v = s}
+// is a JSON object's field f holding s (the analyzer found the token
+// there: a constant field's value, which every holder's copy carries, is
+// then no one's token). A token found anywhere
 // within a value, or as any hash value, let a client whose token was one
 // character of another's UUID, or a Redisson count ("1"), pass for that
 // lock's holder: the guards then left that lock to the script (review,
@@ -49,6 +52,13 @@ import (
 const checkLua = `local function lockproxy_holds(k, tok)
   local t = redis.call("TYPE", k).ok
   if tok == nil then return t ~= "none" end
+  if type(tok) == "table" and tok.f then
+    if t ~= "string" then return false end
+    local v = redis.call("GET", k)
+    if #v > 4096 or not string.find(v, "^%s*{") then return false end
+    local ok, d = pcall(cjson.decode, v)
+    return ok and type(d) == "table" and d[tok.f] == tok.v
+  end
   if type(tok) == "table" then
     if t ~= "string" or #tok.p == 0 then return false end
     return string.sub(redis.call("GET", k), 1, #tok.p) == tok.p

@@ -56,6 +56,11 @@ func (a *analysis) semantics(f *finding, v *verdict) (*Semantics, error) {
 	default:
 		sem.Tokenless = true
 	}
+	if f.embedded && !f.tokenless && f.form == typeString && len(f.keys) > 0 {
+		if field, err := jsonField(f.tmpl[f.keys[0]], f.tok); err == nil {
+			sem.TokenField = field
+		}
+	}
 	if err := a.replies(sem, f, v); err != nil {
 		return nil, err
 	}

@@ -33,6 +33,11 @@ type Semantics struct {
 	// unconditional DEL) have a constant Token, or none for a release.
 	Token     Value
 	Tokenless bool
+	// TokenField, for a string lock whose value is a JSON object: the
+	// top-level field that holds the token. Its other fields (a constant
+	// kind, a host name, a waiter's or the previous holder's token) are
+	// no holder's: the masters check the token in this field alone.
+	TokenField string
 
 	// TTL is the lock's TTL, for validity accounting: set by every yes of an
 	// acquire or extend. Nil for other kinds.

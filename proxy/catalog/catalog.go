@@ -101,7 +101,8 @@ type Script struct {
 	// the masters check the lock against (quorum.WrapCheck), where it is
 	// not the whole TokenArg: bsm's token is a prefix of the value,
 	// written {p = prefix} (quorum's lockproxy_holds matches a plain token
-	// exactly, so a prefix has to say it is one).
+	// exactly, so a prefix has to say it is one); a JSON lock value's token
+	// field, {f = field, v = token} (analyze.Semantics.TokenField).
 	CheckToken string
 	// GuardArg (catalog releases, which record no token): the ARGV index
 	// of the caller's token, for running the release guarded only

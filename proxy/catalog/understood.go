@@ -183,6 +183,17 @@ func (s *Script) layout(sem *analyze.Semantics) error {
 		s.TokenConst = sem.Token.Const
 	} else {
 		s.TokenArg, s.TokenInKeys = sem.Token.Arg.Index, sem.Token.Arg.Keys
+		if sem.TokenField != "" {
+			// A JSON lock value: the token counts in its field only. Any
+			// top-level field let a client whose token was a constant
+			// field's value ("kind": "mutex") pass for every holder, and
+			// its force band was granted their lock (hunt, helper-92).
+			tok := fmt.Sprintf("ARGV[%d]", s.TokenArg)
+			if s.TokenInKeys {
+				tok = fmt.Sprintf("KEYS[%d]", s.TokenArg)
+			}
+			s.CheckToken = fmt.Sprintf("{f = %s, v = %s}", luaString(sem.TokenField), tok)
+		}
 	}
 	return nil
 }
