@@ -62,3 +62,34 @@ func TestCheckedWrittenKeyDeletesALock(t *testing.T) {
 		t.Errorf("fenced acquire with a counter at 5 answered %v %v, want a token over 5", rep, err)
 	}
 }
+
+// tokenlessNX is a plain tokenless acquire: "1" when the key is free.
+const tokenlessNX = `if redis.call("SET", KEYS[1], "1", "NX", "PX", ARGV[1]) then return 1 end
+return 0`
+
+// TestCheckedTokenlessContenderKeepsExpiry: a contender's failed tokenless
+// acquire leaves the holder's expiry where it was. The check moved the
+// expiry of every copy holding the token by 1 ms, and a tokenless copy
+// holds everyone's: each attempt made a crashed holder's lock live 1 ms
+// longer (liveness).
+func TestCheckedTokenlessContenderKeepsExpiry(t *testing.T) {
+	c := startCluster(t, 3)
+	a, b := c.client(), c.client()
+	if rep, err := h69Eval(t, a, tokenlessNX, []string{"k"}, 20000); err != nil || rep != int64(1) {
+		t.Fatalf("A's tokenless acquire: %v %v", rep, err)
+	}
+	before := make([]string, len(c.masters))
+	for i, m := range c.masters {
+		before[i], _ = m.Do("PEXPIRETIME", "k")
+	}
+	for i := 0; i < 20; i++ {
+		if rep, err := h69Eval(t, b, tokenlessNX, []string{"k"}, 20000); err != nil || rep != int64(0) {
+			t.Fatalf("B's tokenless acquire of a held key answered %v %v, want 0", rep, err)
+		}
+	}
+	for i, m := range c.masters {
+		if at, _ := m.Do("PEXPIRETIME", "k"); at != before[i] {
+			t.Errorf("master %d: A's lock expires at %s after 20 failed contenders, %s before", i, at, before[i])
+		}
+	}
+}

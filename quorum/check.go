@@ -204,7 +204,11 @@ type Check struct {
 // an extend asking for less than the time left, one over several keys;
 // reviews, helper-62, helper-63). So a lock re-taken or extended several
 // times within one millisecond outlives its TTL by as many milliseconds:
-// liveness only, no client's validity grows.
+// liveness only, no client's validity grows. A tokenless copy that was
+// there before is not moved: that run votes no, so there is no grant to
+// keep, and every contender's failed acquire moved the holder's expiry
+// 1 ms later (at a thousand attempts a second, a crashed holder's lock
+// never expired; hunt, helper-92).
 func WrapCheck(body string, c Check) (string, error) {
 	up := "at + 1"
 	if c.capMS != "" {
@@ -261,7 +265,7 @@ local lockproxy_at = -3
 for i = 1, #lockproxy_keys do
   local at = redis.pcall("PEXPIRETIME", lockproxy_keys[i])
   if type(at) ~= "number" then at = -3 end
-  if at > 0 and at == lockproxy_at0[i] and lockproxy_holds(lockproxy_keys[i], lockproxy_tok) then
+  if at > 0 and at == lockproxy_at0[i] and not (lockproxy_tokenless and lockproxy_had[i]) and lockproxy_holds(lockproxy_keys[i], lockproxy_tok) then
     at = `+up+`
     redis.call("PEXPIREAT", lockproxy_keys[i], at)
   end
@@ -271,8 +275,11 @@ return {lockproxy_reply, lockproxy_any and 1 or 0, lockproxy_all and 1 or 0, loc
 }
 
 // keepLua puts back the TTL of a copy the token held before the body, if
-// the body lowered it.
-const keepLua = `  if lockproxy_had[i] and lockproxy_before[i] > 0 and lockproxy_holds(k, lockproxy_tok) then
+// the body lowered it. Not a tokenless one, which is anyone's: the guard
+// puts it back exactly (and a PTTL read after the body can be a
+// millisecond lower with nothing changed, Redis 7.0 not stopping the
+// clock in a script, so every contender moved the holder's expiry).
+const keepLua = `  if lockproxy_had[i] and not lockproxy_tokenless and lockproxy_before[i] > 0 and lockproxy_holds(k, lockproxy_tok) then
     local n = redis.call("PTTL", k)
     if n >= 0 and n < lockproxy_before[i] then redis.call("PEXPIRE", k, lockproxy_before[i]) end
   end
