@@ -2,6 +2,8 @@ package proxy_test
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +92,59 @@ func TestCheckedTokenlessContenderKeepsExpiry(t *testing.T) {
 	for i, m := range c.masters {
 		if at, _ := m.Do("PEXPIRETIME", "k"); at != before[i] {
 			t.Errorf("master %d: A's lock expires at %s after 20 failed contenders, %s before", i, at, before[i])
+		}
+	}
+}
+
+// hashConstField takes a hash lock, {token: 1, "mode": "w"}, and with
+// "force", when the key has under 30 s left, takes it again.
+const hashConstField = `local t = redis.call("PTTL", KEYS[1])
+if ARGV[3] == "force" and t > 0 and t < 30000 then
+  redis.call("DEL", KEYS[1])
+  redis.call("HSET", KEYS[1], ARGV[1], 1, "mode", "w")
+  redis.call("PEXPIRE", KEYS[1], ARGV[2])
+  return 1
+end
+if redis.call("EXISTS", KEYS[1]) == 0 then
+  redis.call("HSET", KEYS[1], ARGV[1], 1, "mode", "w")
+  redis.call("PEXPIRE", KEYS[1], ARGV[2])
+  return 1
+end
+return 0`
+
+// TestCheckedConstantToken: a call whose token is one of the script's
+// string constants is refused. The masters cannot tell it from that
+// constant written in every holder's copy: with Symfony's own save, the
+// token "__write__" (its marker member, scored as the holder's) passed
+// for A and was granted A's lock; with a hash lock's constant field
+// "mode", so was its force band.
+func TestCheckedConstantToken(t *testing.T) {
+	save, err := os.ReadFile("analyze/testdata/libs/symfony-lock_save.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 20 * time.Second
+	c := startCluster(t, 3)
+	a, b := c.client(), c.client()
+	for _, x := range []struct {
+		name, body, key, tokB string
+		args, argsB           []any
+	}{
+		{"symfony save", string(save), "ks", "__write__", []any{"0", "tokA", ttl.Milliseconds()}, []any{"0", "__write__", ttl.Milliseconds()}},
+		{"hash constant field", hashConstField, "kh", "mode", []any{"tokA", ttl.Milliseconds(), "no"}, []any{"mode", ttl.Milliseconds(), "force"}},
+	} {
+		tSend := time.Now()
+		if rep, err := h69Eval(t, a, x.body, []string{x.key}, x.args...); err != nil || rep != int64(1) {
+			t.Fatalf("%s: A's acquire: %v %v", x.name, rep, err)
+		}
+		validUntil := tSend.Add(ttl - quorum.Drift(ttl, 0.01))
+		rep, err := h69Eval(t, b, x.body, []string{x.key}, x.argsB...)
+		t.Logf("%s: B's acquire with the token %q answered %v %v", x.name, x.tokB, rep, err)
+		if err == nil && rep == int64(1) && time.Now().Before(validUntil) {
+			t.Errorf("DOUBLE GRANT (%s): B granted %s %v before A's validity ends", x.name, x.key, time.Until(validUntil).Round(time.Millisecond))
+		}
+		if err == nil || !strings.Contains(err.Error(), "constant equal to the lock token") {
+			t.Errorf("%s: B's call answered %v %v, want the constant-token refusal", x.name, rep, err)
 		}
 	}
 }

@@ -164,6 +164,9 @@ func checkScriptArgs(sc *catalog.Script, keys, argv [][]byte) string {
 	case sc.TokenArg > 0 && !sc.TokenInKeys && slices.Contains(sc.UndoExtra, string(argv[sc.TokenArg-1])),
 		sc.TokenArg > 0 && sc.TokenInKeys && slices.Contains(sc.UndoExtra, string(keys[sc.TokenArg-1])):
 		return fmt.Sprintf("ERR script %q writes its own marker %q beside the token: a token equal to it is not told apart from it", sc.Name, sc.UndoExtra)
+	case sc.TokenArg > 0 && !sc.TokenInKeys && slices.Contains(sc.TokenNot, string(argv[sc.TokenArg-1])),
+		sc.TokenArg > 0 && sc.TokenInKeys && slices.Contains(sc.TokenNot, string(keys[sc.TokenArg-1])):
+		return fmt.Sprintf("ERR script %q has a constant equal to the lock token given, which it may write beside the token (a marker member, a hash or JSON field): lockproxy cannot tell such a token from that constant in another holder's lock, so use another token (a random one)", sc.Name)
 	case sc.KeyArg > len(argv):
 		return fmt.Sprintf("ERR script %q expects the lock key in ARGV[%d], but only %d ARGV were given", sc.Name, sc.KeyArg, len(argv))
 	case sc.DBArg > 0 && (sc.DBArg > len(argv) || string(argv[sc.DBArg-1]) != "0"):

@@ -14,6 +14,30 @@ import (
 // argument (the analysis's step budget bounds the whole).
 const maxAlternatives = 128
 
+// stringConstants returns the script's string constants, sorted and
+// without duplicates (Semantics.Constants).
+func stringConstants(p *lua.FunctionProto) []string {
+	seen := map[string]bool{}
+	var walk func(*lua.FunctionProto)
+	walk = func(p *lua.FunctionProto) {
+		for _, c := range p.Constants {
+			if s, ok := c.(lua.LString); ok && string(s) != concatName {
+				seen[string(s)] = true
+			}
+		}
+		for _, q := range p.FunctionPrototypes {
+			walk(q)
+		}
+	}
+	walk(p)
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // constants returns the script's string and number constants, sorted and
 // without duplicates: the values a script may compare an argument with.
 func constants(p *lua.FunctionProto) []string {

@@ -17,6 +17,7 @@ type analysis struct {
 	dbArg        Arg      // the argument SELECT takes, probed as "0"
 	hint         *finding // the lock found with one KEYS fewer
 	consts       []string // the script's constants, tried as argument values
+	strs         []string // its string constants (Semantics.Constants)
 	cache        map[string]*obs
 	// judgedVals, when set, are the values the judged states ran with,
 	// while an alternative gives a key argument another name (content.go).
@@ -57,7 +58,7 @@ func AnalyzeContext(ctx context.Context, body []byte, opts Options) (*Semantics,
 	defer release()
 	v := newVM(proto, b)
 	defer v.L.Close()
-	a := &analysis{opt: opt, b: b, v: v, consts: constants(proto)}
+	a := &analysis{opt: opt, b: b, v: v, consts: constants(proto), strs: stringConstants(proto)}
 	sem, err := a.analyzeAll()
 	if err != nil && a.grants != nil {
 		return a.analyzeInMode(err)

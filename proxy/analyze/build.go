@@ -56,6 +56,9 @@ func (a *analysis) semantics(f *finding, v *verdict) (*Semantics, error) {
 	default:
 		sem.Tokenless = true
 	}
+	if !f.tokenless {
+		sem.Constants = a.strs
+	}
 	if f.embedded && !f.tokenless && f.form == typeString && len(f.keys) > 0 {
 		if field, err := jsonField(f.tmpl[f.keys[0]], f.tok); err == nil {
 			sem.TokenField = field

@@ -38,6 +38,12 @@ type Semantics struct {
 	// kind, a host name, a waiter's or the previous holder's token) are
 	// no holder's: the masters check the token in this field alone.
 	TokenField string
+	// Constants are the script's string constants. A call whose token is
+	// one of them is refused: the script may write it beside the token
+	// (Symfony's "__write__" member, a hash's "mode" field, a JSON
+	// value's "kind"), and the masters cannot tell such a token from the
+	// constant in every holder's copy, whose lock it then passes for.
+	Constants []string
 
 	// TTL is the lock's TTL, for validity accounting: set by every yes of an
 	// acquire or extend. Nil for other kinds.

@@ -62,6 +62,7 @@ type Script struct {
 	TokenConst  string        // the token is written in the script (tokenless locks)
 	Undo        quorum.UndoOp // how a failed acquisition is undone; UndoDelIfValue for the catalog's acquire scripts
 	UndoExtra   []string      // UndoZRem: constant members the acquisition adds besides the token
+	TokenNot    []string      // the script's string constants: a call whose token is one is refused (analyze.Semantics.Constants)
 	UndoField   string        // UndoJSONField: the JSON field holding the token
 	LockKeys    []int         // KEYS that name the lock; none: every KEYS (the catalog's)
 	KeyArg      int           // a lock key passed in ARGV (numkeys 0): its index

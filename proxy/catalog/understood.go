@@ -183,6 +183,7 @@ func (s *Script) layout(sem *analyze.Semantics) error {
 		s.TokenConst = sem.Token.Const
 	} else {
 		s.TokenArg, s.TokenInKeys = sem.Token.Arg.Index, sem.Token.Arg.Keys
+		s.TokenNot = sem.Constants
 		if sem.TokenField != "" {
 			// A JSON lock value: the token counts in its field only. Any
 			// top-level field let a client whose token was a constant
