@@ -62,11 +62,11 @@ func (r *Request) unwrapCheck(master int, rep *resp.Reply) {
 	*rep = rep.Elems[0]
 }
 
-// isYes is master's reply a yes vote: by the rule, and for a checked
+// isYes is master's reply rep a yes vote: by the rule, and for a checked
 // request only where the master's copy holds the token for long enough.
 // r.mu is held.
-func (r *Request) isYes(master int) bool {
-	if !r.rule.IsYes(&r.replies[master], r.nkeys) {
+func (r *Request) isYes(master int, rep *resp.Reply) bool {
+	if !r.rule.IsYes(rep, r.nkeys) {
 		return false
 	}
 	c := r.chk

@@ -217,7 +217,8 @@ func (r *Request) counterRead() {
 func (r *Request) counterGet(q int32, force bool) bool {
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] == replied {
-			if _, _, kind := counterValue(&r.replies[i]); kind == notCounterValue {
+			rep := r.replyAt(i)
+			if _, _, kind := counterValue(&rep); kind == notCounterValue {
 				return false
 			}
 		}
@@ -305,14 +306,15 @@ func (r *Request) counterMax(skip uint16) (m int64, holders int, exists bool, ba
 		if r.state[i] != replied || skip&(1<<i) != 0 {
 			continue
 		}
-		rep := &r.replies[i]
-		v, ttl, kind := counterValue(rep)
+		rep := r.replyAt(i)
+		v, ttl, kind := counterValue(&rep)
 		switch {
 		case kind == noKey:
 			v = 0
 		case kind == counterKind:
 		case rep.Type == resp.Error:
-			return 0, 0, false, rep, nil
+			bad := rep
+			return 0, 0, false, &bad, nil
 		case ttl:
 			return 0, 0, false, nil, &CounterError{Why: HasExpiry}
 		default:
@@ -382,7 +384,7 @@ func (e *Engine) continueWith(r *Request) {
 		// lived (found by review).
 		r.mu.Lock()
 		for i := 0; i < e.n; i++ {
-			if r.state[i] != replied || !r.yesFrom[i] {
+			if r.state[i] != replied || !r.yesAt(i) {
 				c.skip |= 1 << i
 			}
 		}

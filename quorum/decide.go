@@ -154,12 +154,12 @@ func (r *Request) success() {
 // held.
 func (r *Request) yesAgree(q int32) bool {
 	for i := 0; i < r.e.n; i++ {
-		if r.state[i] != replied || !r.yesFrom[i] {
+		if r.state[i] != replied || !r.yesAt(i) {
 			continue
 		}
 		n := int32(0)
 		for j := i; j < r.e.n; j++ {
-			if r.state[j] == replied && r.yesFrom[j] && r.replies[j].Equal(r.replies[i]) {
+			if r.state[j] == replied && r.yesAt(j) && r.replyAt(j).Equal(r.replyAt(i)) {
 				n++
 			}
 		}
@@ -178,17 +178,17 @@ func (r *Request) yesAgree(q int32) bool {
 func (r *Request) commonYes() resp.Reply {
 	best, bestN := -1, 0
 	for i := 0; i < r.e.n; i++ {
-		if r.state[i] != replied || !r.yesFrom[i] {
+		if r.state[i] != replied || !r.yesAt(i) {
 			continue
 		}
 		n := 0
 		for j := i; j < r.e.n; j++ {
-			if r.state[j] == replied && r.yesFrom[j] && r.replies[j].Equal(r.replies[i]) {
+			if r.state[j] == replied && r.yesAt(j) && r.replyAt(j).Equal(r.replyAt(i)) {
 				n++
 			}
 		}
 		if 2*n > r.e.n {
-			return r.replies[i] // a majority: no other reply can match it
+			return r.replyAt(i) // a majority: no other reply can match it
 		}
 		if n > bestN {
 			best, bestN = i, n
@@ -197,7 +197,7 @@ func (r *Request) commonYes() resp.Reply {
 	if best < 0 {
 		return r.reply
 	}
-	return r.replies[best]
+	return r.replyAt(best)
 }
 
 // failure: the vote is lost. Fewer than a quorum answering is NOQUORUM;
@@ -234,8 +234,8 @@ func (r *Request) failure() {
 func (r *Request) releaseUnconfirmed() {
 	r.won = true
 	for i := 0; i < r.e.n; i++ {
-		if r.state[i] == replied && r.yesFrom[i] {
-			r.reply = r.replies[i]
+		if r.state[i] == replied && r.yesAt(i) {
+			r.reply = r.replyAt(i)
 			return
 		}
 	}
@@ -247,7 +247,7 @@ func (r *Request) releaseUnconfirmed() {
 func (r *Request) errorReplies() int32 {
 	n := int32(0)
 	for i := 0; i < r.e.n; i++ {
-		if r.state[i] == replied && !r.yesFrom[i] && r.replies[i].Type == resp.Error {
+		if r.state[i] == replied && !r.yesAt(i) && r.replyAt(i).Type == resp.Error {
 			n++
 		}
 	}
@@ -267,17 +267,17 @@ func (r *Request) releaseUnknown() {
 func (r *Request) commonError() (resp.Reply, int) {
 	best, bestN := resp.Reply{}, 0
 	for i := 0; i < r.e.n; i++ {
-		if r.state[i] != replied || r.yesFrom[i] || r.replies[i].Type != resp.Error {
+		if r.state[i] != replied || r.yesAt(i) || r.replyAt(i).Type != resp.Error {
 			continue
 		}
 		c := 0
 		for j := i; j < r.e.n; j++ {
-			if r.state[j] == replied && !r.yesFrom[j] && r.replies[j].Equal(r.replies[i]) {
+			if r.state[j] == replied && !r.yesAt(j) && r.replyAt(j).Equal(r.replyAt(i)) {
 				c++
 			}
 		}
 		if c > bestN {
-			best, bestN = r.replies[i], c
+			best, bestN = r.replyAt(i), c
 		}
 	}
 	return best, bestN
@@ -288,8 +288,8 @@ func (r *Request) noQuorum() *NoQuorumError {
 	// count as answering: the number says how many masters are reachable.
 	e := &NoQuorumError{Answered: r.e.n - int(r.failed), N: r.e.n, Q: r.e.q}
 	for i := 0; i < r.e.n; i++ {
-		if r.errs[i] != nil {
-			e.Masters = append(e.Masters, MasterFailure{Addr: r.e.cfg.Masters[i], Err: unwrapMaster(r.errs[i])})
+		if err := r.errAt(i); err != nil {
+			e.Masters = append(e.Masters, MasterFailure{Addr: r.e.cfg.Masters[i], Err: unwrapMaster(err)})
 		}
 	}
 	return e

@@ -74,12 +74,12 @@ func TestLateUndoSparesAKeyAGrantedExtendCounted(t *testing.T) {
 	if ext.Outcome() != Granted { // its reply: {1, digest of tokA}
 		t.Fatalf("E: %v %v (want granted)", ext.reply, ext.err)
 	}
-	if !ext.yesFrom[4] {
+	if !ext.yesAt(4) {
 		t.Fatalf("E did not count master 4")
 	}
 	holders := 0
 	for i, m := range ms {
-		if ext.yesFrom[i] && m.val == tok {
+		if ext.yesAt(i) && m.val == tok {
 			holders++
 		}
 	}
@@ -112,8 +112,8 @@ func TestLateUndoSparesAKeyAHoldersExtendCounted(t *testing.T) {
 	ms[3].step()       // :0
 	ms[4].drain()      // P1 (late OK), E (:1, in time), P1's undo
 	e.Wait(w)
-	if ext.Outcome() != Granted || !ext.yesFrom[4] {
-		t.Fatalf("E: %v %v, counted master 4: %v", ext.reply, ext.err, ext.yesFrom[4])
+	if ext.Outcome() != Granted || !ext.yesAt(4) {
+		t.Fatalf("E: %v %v, counted master 4: %v", ext.reply, ext.err, ext.yesAt(4))
 	}
 	if ms[4].val != tok {
 		t.Fatalf("E was granted with yes from 0, 1 and 4; P1's late undo then deleted tokA on 4: the extension holds on 2 masters once G0's old expiry passes on master 2")

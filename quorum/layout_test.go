@@ -3,8 +3,6 @@ package quorum
 import (
 	"testing"
 	"unsafe"
-
-	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // TestRequestLayout: the vote's hot fields share the first 64-byte line,
@@ -27,10 +25,10 @@ func TestRequestLayout(t *testing.T) {
 			t.Errorf("%s is at bytes %d-%d, outside the second line (64-128)", name, f[0], f[0]+f[1])
 		}
 	}
-	if off := unsafe.Offsetof(r.replies); off != 128 {
-		t.Errorf("replies start at byte %d, want 128", off)
-	}
-	if sz := unsafe.Sizeof(resp.Reply{}); sz != 64 {
-		t.Errorf("a Reply is %d bytes, want 64 (one cache line)", sz)
+	// The masters' replies live outside the request unless they are
+	// uncommon (replies.go): a request small enough that the pool's
+	// zeroing and the cache's share of hundreds in flight stay low.
+	if sz := unsafe.Sizeof(r); sz > 1024 {
+		t.Errorf("a Request is %d bytes, want at most 1024", sz)
 	}
 }

@@ -361,8 +361,8 @@ func (r *Request) Replies() []int64 {
 	out := make([]int64, r.e.n)
 	for i := range out {
 		out[i] = -1
-		if r.state[i] == replied && r.replies[i].Type == resp.Integer {
-			out[i] = r.replies[i].Int
+		if r.state[i] == replied && r.replyAt(i).Type == resp.Integer {
+			out[i] = r.replyAt(i).Int
 		}
 	}
 	return out

@@ -36,17 +36,17 @@ func (r *Request) decidePop(q, outstanding int32, force bool) bool {
 		if r.state[i] != replied {
 			continue
 		}
-		rep := &r.replies[i]
+		rep := r.replyAt(i)
 		if rep.Type == resp.Error {
 			errs++
 			continue
 		}
-		if !isPopped(*rep) {
+		if !isPopped(rep) {
 			continue
 		}
 		n := 0
 		for j := i; j < r.e.n; j++ {
-			if r.state[j] == replied && samePop(r.replies[j], *rep) {
+			if r.state[j] == replied && samePop(r.replyAt(j), rep) {
 				n++
 			}
 		}
@@ -61,14 +61,14 @@ func (r *Request) decidePop(q, outstanding int32, force bool) bool {
 	switch {
 	case best >= 0:
 		// {key, element}, as BLPOP answers; the PTTL stays in replies.
-		r.reply = resp.Reply{Type: resp.Array, Elems: r.replies[best].Elems[:2]}
+		r.reply = resp.Reply{Type: resp.Array, Elems: r.replyAt(best).Elems[:2]}
 	case r.answered < q:
 		r.won = false
 		r.err = r.noQuorum()
 	case int32(errs) >= q:
 		for i := 0; i < r.e.n; i++ {
-			if r.state[i] == replied && r.replies[i].Type == resp.Error {
-				r.reply = r.replies[i]
+			if r.state[i] == replied && r.replyAt(i).Type == resp.Error {
+				r.reply = r.replyAt(i)
 				break
 			}
 		}
@@ -102,7 +102,7 @@ func (r *Request) PoppedTTL() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := 0; i < r.e.n; i++ {
-		rep := r.replies[i]
+		rep := r.replyAt(i)
 		if r.state[i] == replied && isPopped(rep) && rep.Elems[0].Equal(r.reply.Elems[0]) &&
 			rep.Elems[1].Equal(r.reply.Elems[1]) && rep.Elems[2].Type == resp.Integer {
 			ttl = max(ttl, rep.Elems[2].Int)
@@ -127,7 +127,7 @@ func (r *Request) PoppedMore() bool {
 	r.mu.Lock() // late replies are written under it (PoppedTTL)
 	defer r.mu.Unlock()
 	for i := 0; i < r.e.n; i++ {
-		rep := r.replies[i]
+		rep := r.replyAt(i)
 		if r.state[i] == replied && isPopped(rep) && rep.Elems[0].Equal(r.reply.Elems[0]) &&
 			rep.Elems[3].Type == resp.Integer && rep.Elems[3].Int > 0 {
 			return true

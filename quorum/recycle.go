@@ -62,8 +62,12 @@ func (r *Request) unref() {
 		if cap(buf) > maxKeptBuffer {
 			buf = nil
 		}
+		ext := r.ext
+		if r.extDirty {
+			*ext = reqExt{}
+		}
 		*r = Request{}
-		r.buf = buf
+		r.buf, r.ext = buf, ext
 		requestPool.Put(r)
 	}
 	if parent != nil {

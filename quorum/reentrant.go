@@ -256,10 +256,10 @@ func (r *Request) reentrantD() int64 {
 			continue
 		}
 		c := r.reent.count[i]
-		if c < 0 || (r.yesFrom[i] && c == 0) {
+		if c < 0 || (r.yesAt(i) && c == 0) {
 			continue // unknown: above every known count
 		}
-		if r.yesFrom[i] && !r.reent.extend {
+		if r.yesAt(i) && !r.reent.extend {
 			c-- // the script's own increment
 		}
 		before[m] = c
@@ -286,7 +286,7 @@ func (r *Request) reentrantYes() int32 {
 	}
 	yes := int32(0)
 	for i := 0; i < r.e.n; i++ {
-		if r.state[i] != replied || !r.yesFrom[i] {
+		if r.state[i] != replied || !r.yesAt(i) {
 			continue
 		}
 		c, need := r.reent.count[i], d

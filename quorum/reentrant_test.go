@@ -50,7 +50,10 @@ func TestReentrantYes(t *testing.T) {
 				if c == -2 {
 					continue
 				}
-				r.state[i], r.yesFrom[i], r.reent.count[i] = replied, tc.yes[i], c
+				r.state[i], r.reent.count[i] = replied, c
+				if tc.yes[i] {
+					r.rk[i] |= rkYes
+				}
 			}
 			if got := r.reentrantYes(); got != tc.want {
 				t.Errorf("counts after %v, yes %v: %d yes votes count, want %d", tc.after, tc.yes, got, tc.want)

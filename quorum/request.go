@@ -45,20 +45,21 @@ const (
 type Request struct {
 	// The engine's state of the vote, first: every Complete locks mu and
 	// touches the fields in its 64-byte line, then those of the second
-	// line, then its master's Reply, which is 64 bytes and so one line of
-	// its own (Requests are 64-byte aligned by their size class). Under
+	// line (Requests are 64-byte aligned by their size class). Under
 	// load, with hundreds of requests in flight, each of these is a cache
-	// miss: the per-master cost is mostly these misses.
-	mu         sync.Mutex // protects the first line, sups and supLeft, replies, undoCmd and errs
+	// miss: the per-master cost is mostly these misses. The common
+	// replies are not copied into the request (rk, replies.go), so a
+	// master's reply touches no third line.
+	mu         sync.Mutex // protects the first line, sups and supLeft, ext, undoCmd
 	inDispatch bool       // decided while dispatch was still submitting
 	shortDL    bool       // the deadline is the validity left, shorter than node_timeout
 	decidedIn  bool
 	undoing    bool // a failed acquisition: undo each master once its part is known
 	retrying   bool // a split vote: decided to try once more (retry.go) instead of publishing
 	state      [MaxMasters]uint8
-	yesFrom    [MaxMasters]bool // AggVote: replies[i] is a yes by Rule
-	answered   int32            // masters whose reply counts
-	failed     int32            // masters whose vote will not count (error, timeout, down, quarantined)
+	rk         [MaxMasters]uint8 // per master: its reply when a common one, and whether it is a yes (replies.go)
+	answered   int32             // masters whose reply counts
+	failed     int32             // masters whose vote will not count (error, timeout, down, quarantined)
 	yes        int32
 	retried    bool // this is the retry of a split vote: no further retry
 	retryGo    bool // the retry was handed to its timer
@@ -91,7 +92,7 @@ type Request struct {
 	// (big.go), which each Complete gives back. shortenOn, nilIsNoop,
 	// noIsNoop and undoOp are what a reply after the decision reads
 	// (shorten.go, undo.go). All here so that a reply touches no other
-	// line of r than this one, the first and its own replies[i].
+	// line of r than this one and the first.
 	bigHeld bool
 	// shortenOn: a granted extend's shorter TTL goes to each master once
 	// it answered (shorten.go).
@@ -104,11 +105,13 @@ type Request struct {
 	// nothing (SET NX): no undo is sent to masters that answered nil.
 	nilIsNoop bool
 	undoOp    UndoOp
-	_         [3]byte // replies start at byte 128
 
-	replies [MaxMasters]resp.Reply
 	undoCmd []byte // built on first use
-	errs    [MaxMasters]error
+	// ext: the masters' replies other than the common ones rk holds, and
+	// why a master's vote did not count; allocated on first use and kept
+	// with a pooled Request (replies.go).
+	ext      *reqExt
+	extDirty bool // ext was written since the Request was last recycled
 
 	// What the operation is; set by its constructor (ops.go).
 	combine Combine // AggVote: which reply the client gets on success
@@ -266,15 +269,14 @@ func (r *Request) complete(master int, rep resp.Reply, err error) {
 		// Not a vote, but the reply still tells the undo what the
 		// master did.
 		r.state[master] = ignored
-		r.replies[master] = rep
-		r.yesFrom[master] = r.agg == AggVote && r.isYes(master)
+		r.putReply(master, &rep, r.agg == AggVote && r.isYes(master, &rep))
 		r.miss(master, quarantined)
 	default:
 		r.state[master] = replied
-		r.replies[master] = rep
+		yes := r.agg == AggVote && r.isYes(master, &rep)
+		r.putReply(master, &rep, yes)
 		r.answered++
-		if r.agg == AggVote && r.isYes(master) {
-			r.yesFrom[master] = true
+		if yes {
 			r.yes++
 		}
 	}
@@ -304,7 +306,7 @@ func (r *Request) complete(master int, rep resp.Reply, err error) {
 
 // miss records that master's vote will not count. r.mu is held.
 func (r *Request) miss(master int, err error) {
-	r.errs[master] = err
+	r.extOf().errs[master] = err
 	r.failed++
 	if f := r.e.cfg.OnMiss; f != nil {
 		f(master, missKind(err))
@@ -324,8 +326,7 @@ func (r *Request) late(master int, rep resp.Reply, err error) {
 		r.state[master] = notApplied
 	default:
 		r.state[master] = ignored
-		r.replies[master] = rep
-		r.yesFrom[master] = r.agg == AggVote && r.isYes(master)
+		r.putReply(master, &rep, r.agg == AggVote && r.isYes(master, &rep))
 	}
 	r.resolveSups(master)
 	if r.undoing {
@@ -377,9 +378,9 @@ func (r *Request) expire() {
 			// Its reply may still come, and says whether the master
 			// applied the command (late).
 			r.state[i] = timedOut
-			r.errs[i] = ErrNodeTimeout
+			r.extOf().errs[i] = ErrNodeTimeout
 			if r.shortDL {
-				r.errs[i] = ErrValidityTimeout
+				r.ext.errs[i] = ErrValidityTimeout
 			}
 			if f := r.e.cfg.OnMiss; f != nil {
 				f(i, MissTimeout)

@@ -175,12 +175,12 @@ func (w *Request) resolveSups(i int) {
 		case Extend:
 			// An extend that found the token there counts it: the
 			// late undo must not delete a copy a granted extend relies on.
-			wrote = w.yesFrom[i]
+			wrote = w.yesAt(i)
 		case Release:
 			// It ran after the attempt there, unless it answered an
 			// error (NOREPLICAS, a script error…): then it deleted
 			// nothing, and the undo is sent as if it had not been.
-			cleared = w.replies[i].Type != resp.Error
+			cleared = w.replyAt(i).Type != resp.Error
 		default:
 			wrote = w.applied(i)
 		}

@@ -20,10 +20,10 @@ func (r *Request) mostCommonNo() resp.Reply {
 	// Fast path: every non-yes reply is nil (a contended SET NX).
 	nils, others := 0, 0
 	for i := 0; i < r.e.n; i++ {
-		if r.state[i] != replied || r.yesFrom[i] {
+		if r.state[i] != replied || r.yesAt(i) {
 			continue
 		}
-		if r.replies[i].Type == resp.Nil {
+		if r.replyAt(i).Type == resp.Nil {
 			nils++
 		} else {
 			others++
@@ -34,17 +34,17 @@ func (r *Request) mostCommonNo() resp.Reply {
 	}
 	best, bestN := r.noReply, 0
 	for i := 0; i < r.e.n; i++ {
-		if r.state[i] != replied || r.yesFrom[i] {
+		if r.state[i] != replied || r.yesAt(i) {
 			continue
 		}
 		c := 0
 		for j := i; j < r.e.n; j++ {
-			if r.state[j] == replied && r.replies[j].Equal(r.replies[i]) {
+			if r.state[j] == replied && r.replyAt(j).Equal(r.replyAt(i)) {
 				c++
 			}
 		}
 		if c > bestN {
-			best, bestN = r.replies[i], c
+			best, bestN = r.replyAt(i), c
 		}
 	}
 	return best
@@ -78,7 +78,7 @@ func (r *Request) valueOf(i int) (resp.Reply, bool) {
 	if r.state[i] != replied {
 		return resp.Reply{}, false
 	}
-	v := r.replies[i]
+	v := r.replyAt(i)
 	if r.agg == AggValueTTL || r.agg == AggValue {
 		if v.Type != resp.Array || len(v.Elems) != 2 {
 			return resp.Reply{}, false
@@ -130,7 +130,7 @@ func (r *Request) qthTTL(get func(resp.Reply) (int64, bool)) int64 {
 		if r.state[i] != replied {
 			continue
 		}
-		if v, ok := get(r.replies[i]); ok {
+		if v, ok := get(r.replyAt(i)); ok {
 			ttls[k] = v
 			k++
 		}
@@ -171,7 +171,7 @@ func (r *Request) keysOutcome() {
 	for k := 0; k < r.nkeys; k++ {
 		c := 0
 		for i := 0; i < r.e.n; i++ {
-			rep := r.replies[i]
+			rep := r.replyAt(i)
 			if r.state[i] == replied && rep.Type == resp.Array && k < len(rep.Elems) && rep.Elems[k].Type == resp.Integer && rep.Elems[k].Int > 0 {
 				c++
 			}
@@ -195,10 +195,10 @@ func (r *Request) keysOutcome() {
 func (r *Request) longestPTTLNo() resp.Reply {
 	best, bestTTL := r.lostReply(), int64(-1)
 	for i := 0; i < r.e.n; i++ {
-		if r.state[i] != replied || r.yesFrom[i] {
+		if r.state[i] != replied || r.yesAt(i) {
 			continue
 		}
-		rep := r.replies[i]
+		rep := r.replyAt(i)
 		v := rep
 		if at := r.pttlAt - 1; at > 0 {
 			if rep.Type != resp.Array || len(rep.Elems) < at {

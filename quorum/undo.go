@@ -75,11 +75,11 @@ func (r *Request) undoLate(i int) {
 // refuses before writing (NoIsNoop) neither. Other replies of custom
 // acquire scripts may follow a write, and are undone.
 func (r *Request) applied(i int) bool {
-	rep := &r.replies[i]
+	rep := r.replyAt(i)
 	switch {
-	case r.yesFrom[i]:
+	case r.yesAt(i):
 		return true
-	case r.chk != nil && r.rule != nil && r.rule.IsYes(rep, r.nkeys):
+	case r.chk != nil && r.rule != nil && r.rule.IsYes(&rep, r.nkeys):
 		return true // the script's yes, not counted by the check: it wrote all the same
 	case rep.Type == resp.Error:
 		return false
