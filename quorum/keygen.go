@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Late undos and later writes. The undo of a failed acquisition on a master
@@ -99,10 +100,14 @@ func (k *keySlots) ofRequest(r *Request, key []byte) (*keySlot, uint64) {
 
 // slotKey is the key a single-key request is registered and numbered
 // under: its serialization key, or its first undo key; nil for none.
-// Requests over several keys (multiKeys) use the multi slot instead.
+// Requests over several keys (multiKeys) use the multi slot instead. The
+// slice must not be written to.
 func (r *Request) slotKey() []byte {
 	if r.Key != "" {
-		return []byte(r.Key) // no copy: the compiler keeps it on the stack
+		// Not converted with []byte(r.Key), which copies the key (and
+		// allocates one longer than 32 bytes) on every acquisition's
+		// dispatch: callers only read it.
+		return unsafe.Slice(unsafe.StringData(r.Key), len(r.Key))
 	}
 	if len(r.undoKeys) > 0 {
 		return r.undoKeys[0]
