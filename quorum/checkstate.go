@@ -110,5 +110,5 @@ func (r *Request) created(i int) bool {
 	if !r.applied(i) {
 		return false
 	}
-	return r.chk == nil || r.undoOp == UndoHashDecr || r.chk.had&(1<<i) == 0
+	return !r.mayBeSpecial() || r.chk == nil || r.undoOp == UndoHashDecr || r.chk.had&(1<<i) == 0
 }

@@ -96,7 +96,7 @@ func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
 			// reaches every master first (shorten.go).
 			r.sendShorten()
 		}
-	case r.reent != nil && r.yes >= q && (force || outstanding == 0) && r.raiseCounts():
+	case r.yes >= q && r.reent != nil && (force || outstanding == 0) && r.raiseCounts():
 	case r.kind == Release && no-r.errorReplies() <= n-q:
 		// Not refused by enough masters to prove the token is not held
 		// on a quorum: the masters that did not answer may hold it, and

@@ -254,6 +254,7 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	r.mu.Lock()
 	r.inDispatch = true
 	r.shortDL = timeout < e.cfg.NodeTimeout
+	r.prepareVote()
 	r.mu.Unlock()
 	r.deadline.Store(dl) // after inDispatch: an expiry now is finished by us
 	e.timers.push(r, dl)

@@ -68,9 +68,9 @@ func rkOf(rep *resp.Reply) uint8 {
 	return rkExt
 }
 
-// putReply records master's reply and whether it is a yes. r.mu is held.
-func (r *Request) putReply(master int, rep *resp.Reply, yes bool) {
-	k := rkOf(rep)
+// putReply records master's reply rep, of kind k (rkOf(rep)), and
+// whether it is a yes. r.mu is held.
+func (r *Request) putReply(master int, rep *resp.Reply, k uint8, yes bool) {
 	if k == rkExt {
 		r.extOf().replies[master] = *rep
 	}
@@ -81,10 +81,59 @@ func (r *Request) putReply(master int, rep *resp.Reply, yes bool) {
 	r.rk[master] = v
 }
 
-// replyAt is master's reply (the zero Reply when it gave none). r.mu is
-// held.
-func (r *Request) replyAt(master int) resp.Reply {
-	switch r.rk[master] >> rkShift {
+// Request.fast bits, set by dispatch (prepareVote) from the rule, chk and
+// reent of the request it sends, so that a reply reads none of them (they
+// are on another cache line than the vote's): a common reply's vote is
+// read off these bits, and chk and reent are known to be nil. 0: not
+// prepared (a request completed without dispatch, as in tests): replies
+// read the fields themselves.
+const (
+	fastReady   uint8 = 1 << 0
+	fastSpecial uint8 = 1 << 1 // chk or reent is set
+	// Bit fastYesShift+k: a reply of kind k (rkOK to rkOne) is a yes by
+	// rule (AggVote only).
+	fastYesShift = 2
+)
+
+// prepareVote sets r.fast from r's rule, nkeys, chk and reent. dispatch
+// calls it before sending, under r.mu.
+func (r *Request) prepareVote() {
+	f := fastReady
+	switch {
+	case r.chk != nil || r.reent != nil:
+		f |= fastSpecial
+	case r.agg == AggVote && r.rule != nil:
+		for k := rkOK; k <= rkOne; k++ {
+			if rep := commonReply(k); r.rule.IsYes(&rep, r.nkeys) {
+				f |= 1 << (fastYesShift + k)
+			}
+		}
+	}
+	r.fast = f
+}
+
+// mayBeSpecial reports whether r's chk or reent may be set: false only
+// when dispatch found both nil. r.mu is held.
+func (r *Request) mayBeSpecial() bool {
+	return r.fast&fastReady == 0 || r.fast&fastSpecial != 0
+}
+
+// voteOf reports whether master's reply rep, of kind k (rkOf(rep)), is a
+// yes vote: isYes, without reading the rule for a common reply of a
+// prepared request that has no check or counts. r.mu is held.
+func (r *Request) voteOf(master int, rep *resp.Reply, k uint8) bool {
+	if r.agg != AggVote {
+		return false
+	}
+	if k != rkExt && !r.mayBeSpecial() {
+		return r.fast&(1<<(fastYesShift+k)) != 0
+	}
+	return r.isYes(master, rep)
+}
+
+// commonReply is the reply of kind k, one of rkOK to rkOne.
+func commonReply(k uint8) resp.Reply {
+	switch k {
 	case rkOK:
 		return resp.ReplyOK
 	case rkNil:
@@ -93,6 +142,15 @@ func (r *Request) replyAt(master int) resp.Reply {
 		return resp.Reply{Type: resp.Integer}
 	case rkOne:
 		return resp.Reply{Type: resp.Integer, Int: 1}
+	}
+	return resp.Reply{}
+}
+
+// replyAt is master's reply (the zero Reply when it gave none). r.mu is
+// held.
+func (r *Request) replyAt(master int) resp.Reply {
+	if k := r.rk[master] >> rkShift; k != rkExt {
+		return commonReply(k)
 	}
 	if r.ext == nil {
 		return resp.Reply{}

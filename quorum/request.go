@@ -43,68 +43,67 @@ const (
 // fills the exported fields before Submit and reads the outcome after the
 // Waiter returns; the engine owns it in between.
 type Request struct {
-	// The engine's state of the vote, first: every Complete locks mu and
-	// touches the fields in its 64-byte line, then those of the second
-	// line (Requests are 64-byte aligned by their size class). Under
-	// load, with hundreds of requests in flight, each of these is a cache
-	// miss: the per-master cost is mostly these misses. The common
-	// replies are not copied into the request (rk, replies.go), so a
-	// master's reply touches no third line.
-	mu         sync.Mutex // protects the first line, sups and supLeft, ext, undoCmd
-	inDispatch bool       // decided while dispatch was still submitting
-	shortDL    bool       // the deadline is the validity left, shorter than node_timeout
+	// The first line: everything a master's reply reads and writes, up
+	// to the decision and after it, for the common operations (SET NX and
+	// the scripts without check or re-entrant counts). Requests are
+	// 64-byte aligned by their size class; under load, with hundreds in
+	// flight, each line of a request a reply touches is a cache miss, and
+	// the per-master cost is mostly these misses. So every Complete of
+	// such a request touches this line and no other of r (the common
+	// replies are not copied into it either: rk, replies.go); a reply
+	// after a lost vote's decision adds its late-undo record's. e is set
+	// by Submit, kind and agg by the operation's constructor (ops.go), and
+	// do not change after; refs is atomic, never under mu.
+	mu         sync.Mutex // protects the vote's fields, sups and supLeft, ext, undoCmd
+	e          *Engine
+	refs       atomic.Int32 // the submitter's, one per op sent, finish's (see Release)
+	answered   int32        // masters whose reply counts
+	failed     int32        // masters whose vote will not count (error, timeout, down, quarantined)
+	yes        int32
+	state      [MaxMasters]uint8
+	rk         [MaxMasters]uint8 // per master: its reply when a common one, and whether it is a yes (replies.go)
+	supLeft    uint16            // see sups
+	inDispatch bool              // decided while dispatch was still submitting
 	decidedIn  bool
 	undoing    bool // a failed acquisition: undo each master once its part is known
 	retrying   bool // a split vote: decided to try once more (retry.go) instead of publishing
-	state      [MaxMasters]uint8
-	rk         [MaxMasters]uint8 // per master: its reply when a common one, and whether it is a yes (replies.go)
-	answered   int32             // masters whose reply counts
-	failed     int32             // masters whose vote will not count (error, timeout, down, quarantined)
-	yes        int32
-	retried    bool // this is the retry of a split vote: no further retry
-	retryGo    bool // the retry was handed to its timer
-	// reent: a re-entrant hash lock's acquisition, whose masters also
-	// answer the token's count (reentrant.go); chk: a checked script's
-	// masters' reports (check.go); nil otherwise. Every Complete reads
-	// both first: on this line, not on a line of their own.
-	reent *reentState
-	chk   *checkState
+	kind       Kind
+	agg        Agg
+	// bigHeld: r counts against its masters' Engine.big and Engine.work
+	// (big.go), which each Complete gives back.
+	bigHeld bool
+	// fast: what dispatch found of rule, chk and reent, so that a reply
+	// need not read them (replies.go).
+	fast uint8
+	// nilIsNoop marks commands whose nil reply proves the master changed
+	// nothing (SET NX): no undo is sent to masters that answered nil.
+	nilIsNoop bool
+	// noIsNoop marks acquisitions whose every reply that is neither a yes
+	// nor an error proves the master changed nothing (acquire scripts that
+	// return before writing): no undo is sent to masters that answered so.
+	noIsNoop bool
+	// shortenOn: a granted extend's shorter TTL goes to each master once
+	// it answered (shorten.go).
+	shortenOn bool
 
-	// The second line: what every Complete reads besides the vote (which
-	// engine, what kind of operation and rule, the reference it drops,
-	// the requests waiting on its outcome), kept together so that it
-	// costs one miss, not four. kind, agg, rule and nkeys are set by the
-	// operation's constructor (ops.go) and e by Submit, and do not change
-	// after; refs is atomic, never under mu.
-	e     *Engine
+	// What the operation's rule, checks and counts need; set by its
+	// constructor (ops.go) and not changed after.
 	rule  *VoteRule // AggVote: which reply is a yes
 	nkeys int       // keys the command names (YesNumKeys, AggKeys)
+	// reent: a re-entrant hash lock's acquisition, whose masters also
+	// answer the token's count (reentrant.go); chk: a checked script's
+	// masters' reports (check.go); nil otherwise.
+	reent *reentState
+	chk   *checkState
 	// sups: the failed acquisitions this request, a later write of their
 	// token, superseded; supLeft: its masters whose outcome they still
 	// wait for (supersede.go). Set by supersede before the request is
 	// submitted, then changed by resolveSups under r.mu.
 	sups    []*Request
-	refs    atomic.Int32 // the submitter's, one per op sent, finish's (see Release)
-	supLeft uint16
-	kind    Kind
-	agg     Agg
-	// bigHeld: r counts against its masters' Engine.big and Engine.work
-	// (big.go), which each Complete gives back. shortenOn, nilIsNoop,
-	// noIsNoop and undoOp are what a reply after the decision reads
-	// (shorten.go, undo.go). All here so that a reply touches no other
-	// line of r than this one and the first.
-	bigHeld bool
-	// shortenOn: a granted extend's shorter TTL goes to each master once
-	// it answered (shorten.go).
-	shortenOn bool
-	// noIsNoop marks acquisitions whose every reply that is neither a yes
-	// nor an error proves the master changed nothing (acquire scripts that
-	// return before writing): no undo is sent to masters that answered so.
-	noIsNoop bool
-	// nilIsNoop marks commands whose nil reply proves the master changed
-	// nothing (SET NX): no undo is sent to masters that answered nil.
-	nilIsNoop bool
-	undoOp    UndoOp
+	shortDL bool // the deadline is the validity left, shorter than node_timeout
+	retried bool // this is the retry of a split vote: no further retry
+	retryGo bool // the retry was handed to its timer
+	undoOp  UndoOp
 
 	undoCmd []byte // built on first use
 	// ext: the masters' replies other than the common ones rk holds, and
@@ -177,15 +176,16 @@ type Request struct {
 	parent *Request
 	// A failed acquisition waiting for late replies is registered on a
 	// slot (keygen.go); a later write of its token marks it superseded
-	// (supersede.go). Both under its home slot's lock.
+	// (supersede.go). Both under its home slot's lock. Together, so that
+	// a late reply's deregistration reads one line of r for them.
 	slot       *keySlot
 	home       *keySlot // the slot r was registered on, kept after it leaves (resolveSups)
+	superseded uint16   // masters (bit i) a later write of the token went to
+	sup        *supState
 	undoHashes []uint64 // a multi-key r's undo keys' hashes, on the multi slot
 	// keys: the keys of a script over several KEYS with no single lock
 	// key (supersede); they alias cmd.
-	keys       [][]byte
-	superseded uint16 // masters (bit i) a later write of the token went to
-	sup        *supState
+	keys [][]byte
 	// skip: masters this request is not sent to (a split vote's retry
 	// skips those where its parent's part is still unknown).
 	skip uint16
@@ -229,11 +229,13 @@ func (r *Request) Complete(master int, rep resp.Reply, err error) {
 
 func (r *Request) complete(master int, rep resp.Reply, err error) {
 	r.mu.Lock()
-	if r.chk != nil && err == nil {
-		r.unwrapCheck(master, &rep)
-	}
-	if r.reent != nil && err == nil {
-		r.unwrapReentrant(master, &rep)
+	if err == nil && r.mayBeSpecial() {
+		if r.chk != nil {
+			r.unwrapCheck(master, &rep)
+		}
+		if r.reent != nil {
+			r.unwrapReentrant(master, &rep)
+		}
 	}
 	switch r.state[master] {
 	case pending:
@@ -269,12 +271,14 @@ func (r *Request) complete(master int, rep resp.Reply, err error) {
 		// Not a vote, but the reply still tells the undo what the
 		// master did.
 		r.state[master] = ignored
-		r.putReply(master, &rep, r.agg == AggVote && r.isYes(master, &rep))
+		k := rkOf(&rep)
+		r.putReply(master, &rep, k, r.voteOf(master, &rep, k))
 		r.miss(master, quarantined)
 	default:
 		r.state[master] = replied
-		yes := r.agg == AggVote && r.isYes(master, &rep)
-		r.putReply(master, &rep, yes)
+		k := rkOf(&rep)
+		yes := r.voteOf(master, &rep, k)
+		r.putReply(master, &rep, k, yes)
 		r.answered++
 		if yes {
 			r.yes++
@@ -326,7 +330,8 @@ func (r *Request) late(master int, rep resp.Reply, err error) {
 		r.state[master] = notApplied
 	default:
 		r.state[master] = ignored
-		r.putReply(master, &rep, r.agg == AggVote && r.isYes(master, &rep))
+		k := rkOf(&rep)
+		r.putReply(master, &rep, k, r.voteOf(master, &rep, k))
 	}
 	r.resolveSups(master)
 	if r.undoing {

@@ -165,7 +165,7 @@ func (r *Request) deferUndo(i int) {
 // on master i is known. w.mu is held; w's state[i] is final.
 func (w *Request) resolveSups(i int) {
 	bit := uint16(1) << i
-	if len(w.sups) == 0 || w.supLeft&bit == 0 {
+	if w.supLeft&bit == 0 || len(w.sups) == 0 { // supLeft first: on the vote's line
 		return
 	}
 	var wrote, cleared bool

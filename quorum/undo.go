@@ -79,7 +79,7 @@ func (r *Request) applied(i int) bool {
 	switch {
 	case r.yesAt(i):
 		return true
-	case r.chk != nil && r.rule != nil && r.rule.IsYes(&rep, r.nkeys):
+	case r.mayBeSpecial() && r.chk != nil && r.rule != nil && r.rule.IsYes(&rep, r.nkeys):
 		return true // the script's yes, not counted by the check: it wrote all the same
 	case rep.Type == resp.Error:
 		return false
