@@ -445,7 +445,7 @@ func (r *Request) fenced(rep resp.Reply, err error) {
 // token itself, or the yes reply with the token in its fenceAt-th element
 // in place of the one master's counter it carried. r.mu is held.
 func (r *Request) withToken(tok resp.Reply) resp.Reply {
-	at := r.fenceAt
+	at := int(r.fenceAt)
 	if at == 0 || r.reply.Type != resp.Array || len(r.reply.Elems) < at {
 		return tok
 	}

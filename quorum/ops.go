@@ -195,7 +195,7 @@ func (op *ScriptOp) TTLAdds(argv [][]byte) bool {
 func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0 int64) *Request {
 	r := NewRequest()
 	r.kind, r.agg, r.rule, r.combine = op.Kind, AggVote, &op.Yes, op.Combine
-	r.nkeys, r.noReply, r.pttlAt, r.noIsNoop, r.t0, r.TTL = len(keys), op.No, op.NoPTTLAt+1, op.NoIsNoop, t0, ttl
+	r.nkeys, r.noReply, r.pttlAt, r.noIsNoop, r.t0, r.TTL = len(keys), op.No, int32(op.NoPTTLAt+1), op.NoIsNoop, t0, ttl
 	if !op.Preloaded {
 		r.load = op
 	}
@@ -255,7 +255,7 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 		}
 	}
 	if !op.Counter.IsZero() && (op.Kind == Acquire || op.Kind == AcquireOrExtend) {
-		r.fence, r.fenceAt = at(op.Counter), op.CounterAt
+		r.fence, r.fenceAt = at(op.Counter), int32(op.CounterAt)
 	}
 	switch {
 	case !op.Token.IsZero():

@@ -104,6 +104,10 @@ type Request struct {
 	retried bool // this is the retry of a split vote: no further retry
 	retryGo bool // the retry was handed to its timer
 	undoOp  UndoOp
+	// pttlAt: where no replies carry the holder's PTTL: 0 nowhere, 1 the
+	// reply, i+1 the array's i-th element. On this line, which a lost
+	// vote's decision reads anyway (rule, undoOp).
+	pttlAt int32
 
 	undoCmd []byte // built on first use
 	// ext: the masters' replies other than the common ones rk holds, and
@@ -148,40 +152,45 @@ type Request struct {
 	shorten byte
 	TTL     time.Duration // validity accounting for Acquire/Extend; 0: none
 	noReply resp.Reply    // the reply when the vote is lost and no master said otherwise
-	pttlAt  int           // where no replies carry the holder's PTTL: 0 nowhere, 1 the reply, i+1 the array's i-th element
 	t0      int64         // batching.Now() when the command was parsed
 
-	// Outcome, valid once decided (Outcome, Result).
+	// deadline: batching.Now() deadline, set at dispatch; here so that
+	// reply starts a cache line (TestRequestLayout).
+	deadline atomic.Int64
+
+	// Outcome, valid once decided (Outcome, Result), and what the
+	// decision and its publication touch besides (the waiter, the
+	// deadline's entry, the late-undo record): together, so that
+	// deciding a request and rendering its outcome touch as few of its
+	// lines as they can.
 	reply     resp.Reply
 	err       error         // *NoQuorumError or another error for the client
 	validity  time.Duration // Acquire/Extend: remaining validity at decision
 	decidedAt int64         // batching.Now() when the outcome was published
-
-	w        *Waiter
-	undoKey  [1][]byte    // OneUndoKey's storage
-	buf      []byte       // CmdBuffer's storage, kept when recycled
-	pooled   bool         // from NewRequest: back to the pool when refs reach 0
-	deadline atomic.Int64 // batching.Now() deadline, set at dispatch
-	dlSeq    int64        // its deadline entry's sequence number + 1; 0: none to cancel (under deadlines.mu)
-	done     atomic.Bool  // decided
-	next     *Request     // per-key FIFO link
+	w         *Waiter
+	dlSeq     int64       // its deadline entry's sequence number + 1; 0: none to cancel (under deadlines.mu)
+	done      atomic.Bool // decided
 	// contended: a quorum answered and refused (the key is held); set
 	// before the decision is published.
 	contended bool
 	// won: a quorum said yes (with validity left, for timed kinds).
 	won bool
-	// A split vote's retry (retry.go) runs as a child request on behalf of
-	// parent, which publishes its outcome; the child holds a reference to
-	// the parent, whose command it aliases.
-	parent *Request
 	// A failed acquisition waiting for late replies is registered on a
 	// slot (keygen.go); a later write of its token marks it superseded
-	// (supersede.go). Both under its home slot's lock. Together, so that
-	// a late reply's deregistration reads one line of r for them.
+	// (supersede.go). Both under its home slot's lock.
 	slot       *keySlot
 	home       *keySlot // the slot r was registered on, kept after it leaves (resolveSups)
 	superseded uint16   // masters (bit i) a later write of the token went to
 	sup        *supState
+
+	undoKey [1][]byte // OneUndoKey's storage
+	buf     []byte    // CmdBuffer's storage, kept when recycled
+	pooled  bool      // from NewRequest: back to the pool when refs reach 0
+	next    *Request  // per-key FIFO link
+	// A split vote's retry (retry.go) runs as a child request on behalf of
+	// parent, which publishes its outcome; the child holds a reference to
+	// the parent, whose command it aliases.
+	parent     *Request
 	undoHashes []uint64 // a multi-key r's undo keys' hashes, on the multi slot
 	// keys: the keys of a script over several KEYS with no single lock
 	// key (supersede); they alias cmd.
@@ -195,7 +204,7 @@ type Request struct {
 	// read only; cont what r continues with instead of publishing.
 	ctr        *counterState
 	fence      []byte
-	fenceAt    int // where the token goes in the yes reply: 0 the reply itself, i its i-th element
+	fenceAt    int32 // where the token goes in the yes reply: 0 the reply itself, i its i-th element
 	notCounter uint16
 	cont       uint8
 	// hashRead: an HGET or HEXISTS of a hash lock's field (hashread.go).

@@ -200,7 +200,7 @@ func (r *Request) longestPTTLNo() resp.Reply {
 		}
 		rep := r.replyAt(i)
 		v := rep
-		if at := r.pttlAt - 1; at > 0 {
+		if at := int(r.pttlAt) - 1; at > 0 {
 			if rep.Type != resp.Array || len(rep.Elems) < at {
 				continue
 			}
@@ -228,7 +228,7 @@ func (r *Request) longestPTTLNo() resp.Reply {
 // in a loop, for as long as the cause lasted.
 func (r *Request) lostReply() resp.Reply {
 	rep := r.noReply
-	at := r.pttlAt - 1
+	at := int(r.pttlAt) - 1
 	if at < 0 {
 		return rep
 	}
