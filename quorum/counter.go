@@ -386,7 +386,9 @@ func (e *Engine) continueWith(r *Request) {
 		for i := 0; i < e.n; i++ {
 			if r.state[i] != replied || !r.yesAt(i) {
 				c.skip |= 1 << i
+				continue
 			}
+			r.reent.leveled |= 1 << i // raised here: no level-up (levelup.go)
 		}
 		r.mu.Unlock()
 	}
@@ -429,6 +431,7 @@ func (r *Request) fenced(rep resp.Reply, err error) {
 	switch {
 	case err == nil && rep.Type == resp.Integer && left > 0:
 		r.reply, r.validity = r.withToken(rep), left
+		r.levelUp() // a fenced re-entry's low counts (levelup.go)
 		return
 	case err == nil && rep.Type == resp.Integer:
 		r.reply = r.lostReply()

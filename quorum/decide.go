@@ -95,6 +95,7 @@ func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
 			// the shorter TTL asked, before the key passes on, so it
 			// reaches every master first (shorten.go).
 			r.sendShorten()
+			r.levelUp() // counts below the grant's level (levelup.go)
 		}
 	case r.yes >= q && r.reent != nil && (force || outstanding == 0) && r.raiseCounts():
 	case r.kind == Release && no-r.errorReplies() <= n-q:

@@ -246,6 +246,16 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 		k := at(Arg{Keys: true, Index: 1})
 		r.Key = unsafe.String(unsafe.SliceData(k), len(k))
 	}
+	if r.reent != nil {
+		// The hash whose counts a level-up raises (levelup.go): the one
+		// lock key WrapReentrant reads.
+		switch {
+		case len(op.LockKeys) == 1:
+			r.reent.key = at(Arg{Keys: true, Index: op.LockKeys[0]})
+		case len(keys) == 1:
+			r.reent.key = at(Arg{Keys: true, Index: 1})
+		}
+	}
 	if r.Key == "" && len(keys) > 1 && (op.Kind == Acquire || op.Kind == AcquireOrExtend || op.Kind == Extend) {
 		// No single lock key: the late-undo record looks at every key
 		// it may write or count (supersede).

@@ -49,7 +49,12 @@ import (
 type reentState struct {
 	count  [MaxMasters]int64
 	extend bool  // a renewal: the script leaves the count as it was
-	target int64 // the level a raise (contRaise) writes
+	target int64 // the level a raise (contRaise) or a level-up writes
+	// A granted acquisition's level-up (levelup.go): key the hash (it
+	// aliases the request's command; nil when not one key), leveled the
+	// masters already raised (by contRaise).
+	key     []byte
+	leveled uint16
 }
 
 // WrapReentrant returns the script the masters run for a re-entrant
@@ -208,6 +213,7 @@ func (r *Request) raised(err error, won bool) {
 		if left := Validity(r.TTL, time.Duration(batching.Now()-r.t0), r.e.cfg.DriftFactor); left > 0 {
 			r.validity = left
 			r.sendShorten() // granted only now (review, helper-56)
+			r.levelUp()     // the masters that answered after the raise went out
 			return
 		}
 	}
