@@ -33,7 +33,11 @@ import (
 // the token holds, and only up: where the re-entry ran it finds the count
 // at the level already, and a master holding another client's lock is
 // left alone. Raising only keeps a master's copy longer, until its TTL:
-// the safe side, as contRaise.
+// the safe side, as contRaise. The cost is one small command per re-entry
+// to each master still answering when the quorum decided (N - Q on a
+// healthy set, a no-op there): waiting for their replies instead would
+// let the holder's next release overtake a raise the reply showed was
+// needed, on exactly the slow master that needs it.
 
 // levelUp raises the counts of r, a re-entrant acquisition just granted
 // for good, on every master that may hold fewer than the level. r.mu is
