@@ -58,7 +58,7 @@ func (r *Request) levelUp() {
 		}
 		switch r.state[i] {
 		case replied, ignored:
-			if c := st.count[i]; !r.yesFrom[i] || c >= st.target {
+			if c := st.count[i]; !r.yesAt(i) || c >= st.target {
 				continue // at the level, or the token is not there
 			}
 		case pending, timedOut, notApplied, lost:
