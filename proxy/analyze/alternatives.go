@@ -332,6 +332,9 @@ func (a *analysis) rerun(sem *Semantics, f, fGot *finding, j judged, s probeStat
 	if sem.SameReply && o.o.err == "" {
 		yes = j.yes // the reply tells nothing: the effects below decide
 	}
+	if sem.AbsentIsYes && yes && !j.yes && a.lockAbsentThrough(fGot, o) {
+		yes = false // no lock to release: its yes releases nothing (absentAnswersYes)
+	}
 	declined = !yes
 	for _, e := range got {
 		declined = declined && e == effNone

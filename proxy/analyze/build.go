@@ -115,6 +115,9 @@ func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
 		return nil
 	}
 	rule, err := inferYes(yes, no, data, strData)
+	if err != nil && (sem.Kind == Release || sem.Kind == ReentrantRelease) {
+		rule, err = a.absentAnswersYes(sem, f, v, yes, data, strData, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -149,6 +152,51 @@ func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
 		return &Refusal{Class: ClassBehaviour, Probe: src.name, Reason: fmt.Sprintf("the script's no reply %s looks like a yes", sem.No.Reply)}
 	}
 	return nil
+}
+
+// absentAnswersYes is the rule for a release that answers its success
+// reply where there is no lock to release (Redisson 2.2.4 to 3.10.5:
+// `if redis.call('exists', KEYS[1]) == 0 then publish; return 1 end`),
+// which on one Redis tells the client "unlocked" as a release of its own
+// lock would: when the rule found without those states' replies tells
+// every other no from every yes, a master where the lock is absent votes
+// yes. Safe: such a master holds nothing to release and the script left
+// the lock absent there; at most N-Q masters lack a lock a quorum holds,
+// so a stranger's release still loses the vote, and the Q masters that
+// keep a re-entrant holder's depth outnumber them in the reply the client
+// hears (quorum's commonYes). err is inferYes's refusal with every no.
+func (a *analysis) absentAnswersYes(sem *Semantics, f *finding, v *verdict, yes []Reply, data, strData bool, err error) (YesRule, error) {
+	var held, absent []Reply
+	for _, j := range v.judged {
+		if j.yes {
+			continue
+		}
+		if a.lockAbsentThrough(f, j.o) {
+			absent = append(absent, j.o.o.reply)
+		} else {
+			held = append(held, j.o.o.reply)
+		}
+	}
+	if len(absent) == 0 || len(held) == 0 {
+		return YesRule{}, err
+	}
+	rule, err2 := inferYes(yes, held, data, strData)
+	if err2 != nil || !accepts(&rule, absent, true) {
+		return YesRule{}, err
+	}
+	sem.AbsentIsYes = true
+	return rule, nil
+}
+
+// lockAbsentThrough reports whether every lock key was absent before o's
+// run and after it.
+func (a *analysis) lockAbsentThrough(f *finding, o *obs) bool {
+	for _, k := range f.keys {
+		if o.o.pre[a.vals[k]] != nil || o.o.r.db[a.vals[k]] != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // sameReplies reports whether every reply is the same.

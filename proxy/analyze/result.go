@@ -75,6 +75,11 @@ type Semantics struct {
 	// SameReply: a release that answers the same whether it deleted or
 	// not; every master's answer counts as a yes and the client hears it.
 	SameReply bool
+	// AbsentIsYes: a release that answers where no lock is there as it
+	// answers a release of the caller's own (Redisson before 3.10.6); a
+	// master without the lock votes yes, as one Redis tells the client
+	// "unlocked" (build.go, absentAnswersYes).
+	AbsentIsYes bool
 
 	// Undo takes back what one master's yes to a failed acquisition wrote,
 	// per lock key; nil for kinds that do not acquire. NoIsNoop: a master's
@@ -217,6 +222,9 @@ func (s *Semantics) String() string {
 	}
 	if s.SameReply {
 		b.WriteString(" same-reply")
+	}
+	if s.AbsentIsYes {
+		b.WriteString(" absent-is-yes")
 	}
 	if u := s.Undo; u != nil {
 		fmt.Fprintf(&b, " undo=%s(%s", u.Op, u.Token)
