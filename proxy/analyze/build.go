@@ -83,18 +83,23 @@ func (a *analysis) semantics(f *finding, v *verdict) (*Semantics, error) {
 // replies infers the yes rule and the client's reply after a lost vote.
 func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
 	var yes, no []Reply
-	ttlReplies := sem.Kind == Read
+	ttlReplies, secReplies := sem.Kind == Read, sem.Kind == Read
 	for _, j := range v.judged {
 		if j.yes {
 			yes = append(yes, j.o.o.reply)
-			ttlReplies = ttlReplies && j.o.o.reply.Type == IntReply && j.o.o.reply.Int == a.minPTTL(f, j.o)
+			r, pttl := j.o.o.reply, a.minPTTL(f, j.o)
+			ttlReplies = ttlReplies && r.Type == IntReply && r.Int == pttl
+			// TTL's seconds, rounded as Redis rounds them (aioredlock).
+			secReplies = secReplies && r.Type == IntReply && pttl >= 0 && r.Int == (pttl+500)/1000
 		} else {
 			no = append(no, j.o.o.reply)
 		}
 	}
-	// Yes integers carry data when they are a PTTL, a counter's value, or
+	// Yes integers carry data when they are a PTTL (in ms, or a TTL in
+	// seconds: then no single value is the rule, and the client hears the
+	// most common, not a drift-corrected one), a counter's value, or
 	// simply differ: then no single value is the rule.
-	data := ttlReplies || a.countersReturned(f, v)
+	data := ttlReplies || secReplies || a.countersReturned(f, v)
 	for _, r := range yes {
 		data = data || r.Type != yes[0].Type || r.Int != yes[0].Int
 	}
