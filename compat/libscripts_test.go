@@ -120,6 +120,11 @@ var libScripts = []libScript{
 	// php-lock/lock 3e64b5e1b8 src/Mutex/RedisMutex.php (a nowdoc: its
 	// indentation is removed).
 	{name: "php-lock RedisMutex release", keys: []string{"$K"}, argv: []string{"$TOK"}, body: "if redis.call(\"get\", KEYS[1]) == ARGV[1] then\n    return redis.call(\"del\", KEYS[1])\nelse\n    return 0\nend"},
+	// lyokato/redlock 456b3fb30f lib/redlock/command.ex (Elixir): the
+	// extend only lengthens (PEXPIRE GT).
+	{name: "Elixir redlock extend", keys: []string{"$K"}, argv: []string{"$TOK", "$TTL"}, body: "  if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"pexpire\",KEYS[1],ARGV[2],\"GT\")\n  else\n    return redis.error_reply('NOT LOCKED')\n  end\n"},
+	{name: "Elixir redlock extend, longer", keys: []string{"$K"}, argv: []string{"$TOK", "8000"}, body: "  if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"pexpire\",KEYS[1],ARGV[2],\"GT\")\n  else\n    return redis.error_reply('NOT LOCKED')\n  end\n"},
+	{name: "Elixir redlock unlock", keys: []string{"$K"}, argv: []string{"$TOK"}, body: "  if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"del\",KEYS[1])\n  else\n    return 0\n  end\n"},
 	// hexcowboy/rslock e5d7583120 src/lock.rs (Rust).
 	{name: "rslock unlock", keys: []string{"$K"}, argv: []string{"$TOK"}, body: "\nif redis.call(\"GET\", KEYS[1]) == ARGV[1] then\n  return redis.call(\"DEL\", KEYS[1])\nelse\n  return 0\nend\n"},
 	{name: "rslock extend", keys: []string{"$K"}, argv: []string{"$TOK", "$TTL"}, body: "\nif redis.call(\"get\", KEYS[1]) ~= ARGV[1] then\n  return 0\nelse\n  if redis.call(\"set\", KEYS[1], ARGV[1], \"PX\", ARGV[2]) ~= nil then\n    return 1\n  else\n    return 0\n  end\nend\n"},
