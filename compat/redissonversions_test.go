@@ -10,7 +10,7 @@ import (
 
 // Redisson's RLock across its releases: the scripts of every release from
 // 2.2.4 to 4.7.0, taken from each release tag's sources
-// (proxy/analyze/testdata/redisson, TestRedissonVersionScripts), fall in six
+// (proxy/analyze/testdata/redisson, TestVersionScripts), fall in six
 // eras of tryLock, unlock, renewal and forceUnlock scripts and argument
 // layouts. Each era's flow runs through lockproxy and against one Redis,
 // step for step, and every reply must be the one Redis gives.

@@ -6,7 +6,7 @@ import (
 )
 
 // TestAbsentAnswersYesLookalikes: a release may answer its success reply
-// where there is no lock (Redisson before 3.10.6, TestRedissonVersionScripts)
+// where there is no lock (Redisson before 3.10.6, TestVersionScripts)
 // only when that reply tells nothing else apart: it must still tell every
 // other "not released" from a release, and the script must leave the
 // absent lock absent.

@@ -59,22 +59,56 @@ var redissonVersions = map[string]corpusWant{
 	"fairlock-unlockInner-3.32":  {refused: "LINDEX is not a command the analyzer models"},
 }
 
-// TestRedissonVersionScripts analyzes every script in testdata/redisson.
-func TestRedissonVersionScripts(t *testing.T) {
+// springVersions: every distinct lock script of Spring Integration's
+// RedisLockRegistry, releases 5.0.0 to 7.1.1 (testdata/spring). From 5.5.7
+// to 6.1.2 the unlock deletes whoever holds the lock: the registry has
+// checked the holder in Java first.
+var springVersions = map[string]corpusWant{
+	"obtain-5.0":    {sem: `acquire-or-extend string keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms yes=integer 1 no=nil undo=del-if-value(ARGV[1]) no-is-noop`},
+	"obtain-5.5.13": {sem: `acquire-or-extend string keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms yes=integer 1 no=nil undo=del-if-value(ARGV[1]) no-is-noop`},
+	"obtain-6.1":    {sem: `acquire-or-extend string keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms yes=integer 1 no=nil undo=del-if-value(ARGV[1]) no-is-noop`},
+	"renew-6.4":     {sem: `extend string keys=KEYS[1] token=ARGV[1] ttl=ARGV[2] ms yes=integer 1 no=nil`},
+	"unlink-unlock-5.5.7": {sem: `release force any keys=KEYS[1] tokenless yes=integer 1 no=nil`,
+		publish: []string{"publish ARGV[1] KEYS[1]"}},
+	"delete-unlock-5.5.7": {sem: `release force any keys=KEYS[1] tokenless yes=integer 1 no=nil`,
+		publish: []string{"publish ARGV[1] KEYS[1]"}},
+	"pubsub-unlink-unlock-6.0.7": {sem: `release string keys=KEYS[1] token=ARGV[1] yes=integer 1 no=nil`,
+		publish: []string{"publish ARGV[2] KEYS[1]"}},
+	"pubsub-delete-unlock-6.0.7": {sem: `release string keys=KEYS[1] token=ARGV[1] yes=integer 1 no=nil`,
+		publish: []string{"publish ARGV[2] KEYS[1]"}},
+	"pubsub-unlink-unlock-6.4.8": {sem: `release string keys=KEYS[1] token=ARGV[1] yes=integer 1 no=nil`,
+		publish: []string{"publish KEYS[2] KEYS[1]"}},
+	"pubsub-delete-unlock-6.4.8": {sem: `release string keys=KEYS[1] token=ARGV[1] yes=integer 1 no=nil`,
+		publish: []string{"publish KEYS[2] KEYS[1]"}},
+	"spin-unlink-unlock-6.0.7": {sem: `release string keys=KEYS[1] token=ARGV[1] yes=integer 1 no=nil`},
+	"spin-delete-unlock-6.0.7": {sem: `release string keys=KEYS[1] token=ARGV[1] yes=integer 1 no=nil`},
+}
+
+// TestVersionScripts analyzes every script in testdata/redisson
+// and testdata/spring.
+func TestVersionScripts(t *testing.T) {
+	for dir, want := range map[string]map[string]corpusWant{"redisson": redissonVersions, "spring": springVersions} {
+		t.Run(dir, func(t *testing.T) { checkVersionScripts(t, filepath.Join("testdata", dir), want) })
+	}
+}
+
+// checkVersionScripts analyzes every script of dir against its
+// MANIFEST.json and the expectations.
+func checkVersionScripts(t *testing.T, dir string, expect map[string]corpusWant) {
 	var manifest map[string]struct {
 		SHA1     string `json:"sha1"`
 		Versions string `json:"versions"`
 	}
-	raw, err := os.ReadFile("testdata/redisson/MANIFEST.json")
+	raw, err := os.ReadFile(filepath.Join(dir, "MANIFEST.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(raw, &manifest); err != nil {
 		t.Fatal(err)
 	}
-	files, _ := filepath.Glob("testdata/redisson/*.lua")
-	if len(files) != len(manifest) || len(files) != len(redissonVersions) {
-		t.Fatalf("%d scripts, %d in MANIFEST.json, %d expectations", len(files), len(manifest), len(redissonVersions))
+	files, _ := filepath.Glob(filepath.Join(dir, "*.lua"))
+	if len(files) != len(manifest) || len(files) != len(expect) {
+		t.Fatalf("%d scripts, %d in MANIFEST.json, %d expectations", len(files), len(manifest), len(expect))
 	}
 	sort.Strings(files)
 	for _, path := range files {
@@ -88,7 +122,7 @@ func TestRedissonVersionScripts(t *testing.T) {
 			if m := manifest[name]; hex.EncodeToString(sum[:]) != m.SHA1 {
 				t.Fatalf("the copy differs from MANIFEST.json (sha1 %x, want %s)", sum, m.SHA1)
 			}
-			want, ok := redissonVersions[name]
+			want, ok := expect[name]
 			if !ok {
 				t.Fatal("no expectation")
 			}

@@ -1,0 +1,1 @@
+if (redis.call('unlink', KEYS[1]) == 1) then redis.call('publish', ARGV[1], KEYS[1]) return true end return false
