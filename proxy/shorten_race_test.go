@@ -98,8 +98,14 @@ func (l *delayLink) delayed(c, s net.Conn) {
 // master are delayed by delays[i] (the last one for the masters after
 // it), in front of the same 3 masters.
 func shortenPair(t *testing.T, delays ...time.Duration) (p1, p2 *cluster, masters []*redisproc.Server) {
+	p1, p2, masters, _ = delayedPair(t, delays...)
+	return p1, p2, masters
+}
+
+// delayedPair is shortenPair that also returns P1's links, whose delays
+// a test may change.
+func delayedPair(t *testing.T, delays ...time.Duration) (p1, p2 *cluster, masters []*redisproc.Server, links []*delayLink) {
 	masters = redisproc.ForTest(t, 3)
-	var links []*delayLink
 	for i, m := range masters {
 		links = append(links, newDelayLink(t, m.Addr, delays[min(i, len(delays)-1)]))
 	}
@@ -114,7 +120,7 @@ func shortenPair(t *testing.T, delays ...time.Duration) (p1, p2 *cluster, master
 	})
 	p1.waitUp(3)
 	p1.waitVoting(3)
-	return p1, p2, masters
+	return p1, p2, masters, links
 }
 
 // pexpiretimes reads key's PEXPIRETIME on each master.

@@ -88,7 +88,12 @@ func TestFencedGrantAnswersTheMaxRegister(t *testing.T) {
 	}
 }
 
-func TestFencedGrantTooLateIsUndone(t *testing.T) {
+// TestFencedGrantTooLateIsLeftToExpire: the token's copies of a fenced
+// grant whose validity ran out before its write was acknowledged are not
+// undone: by then they may have expired and the token been granted again
+// through another lockproxy (undoStale), so they are left to their TTL,
+// which has all but run out.
+func TestFencedGrantTooLateIsLeftToExpire(t *testing.T) {
 	e, fps := pipedEngine(3, -1)
 	r, w := fencedAcquire(e, 30*time.Millisecond)
 	answerOp(fps, 0, resp.Reply{Type: resp.Integer, Int: 1})
@@ -104,8 +109,8 @@ func TestFencedGrantTooLateIsUndone(t *testing.T) {
 		t.Fatalf("token acknowledged after the validity: %v %v %v, want :0 refused", rep, err, r.Outcome())
 	}
 	for i, fp := range fps {
-		if fp.undos() != 1 {
-			t.Errorf("master %d got %d undos, want 1", i, fp.undos())
+		if fp.undos() != 0 {
+			t.Errorf("master %d got %d undos, want 0: sent %v after T0, an undo may delete a later grant of the token", i, fp.undos(), r.TTL)
 		}
 	}
 }

@@ -211,7 +211,7 @@ func (w *Request) resolveSups(i int) {
 		}
 		st.deferred &^= bit
 		switch {
-		case st.applied&bit != 0:
+		case st.applied&bit != 0 || q.undoStale():
 			q.e.unconfirmed.Add(1)
 		case st.cleared&bit != 0: // the release deleted it
 		default:

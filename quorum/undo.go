@@ -1,6 +1,11 @@
 package quorum
 
-import "github.com/lockproxy/lockproxy/internal/resp"
+import (
+	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
+	"github.com/lockproxy/lockproxy/internal/resp"
+)
 
 // The undo of a failed acquisition: on every master whose reply shows it
 // wrote there, at once, or when a late reply comes (supersede.go decides
@@ -44,10 +49,35 @@ func (r *Request) undoOne(i int) {
 	default: // pending, timedOut: wait for the reply; notApplied: nothing there
 		return
 	}
+	if r.undoStale() {
+		r.e.unconfirmed.Add(1)
+		return
+	}
 	if r.undoCmd == nil {
 		r.undoCmd = r.undoCommand()
 	}
 	r.e.submitUndo(i, r.undoCmd)
+}
+
+// undoStale reports whether an undo of r sent now could find, in place of
+// the copy r wrote, a copy of the same token written since by another
+// lockproxy: r's copy was written after T0 and lives TTL, so it may have
+// expired and the token been granted again (a client retrying with its
+// token, as redsync and redis-py's Lock do, through another lockproxy
+// behind a load balancer), and the undo, a compare-and-delete of that
+// token, would delete the new grant's copy. supersede.go sees only this
+// proxy's later requests. Up to max(TTL/2, TTL - node_timeout) after T0,
+// the copy outlives the undo unless the undo itself is held up longer
+// than the rest of that TTL (node_timeout at least) on its way to the
+// master; later, as when this lockproxy or its link stalled before the
+// replies were read, the copy is left to expire: a token on a minority
+// grants nothing, as with an undo that is never confirmed.
+func (r *Request) undoStale() bool {
+	if r.TTL <= 0 {
+		return false
+	}
+	limit := max(r.TTL/2, r.TTL-r.e.cfg.NodeTimeout)
+	return time.Duration(batching.Now()-r.t0) >= limit
 }
 
 // undoLate is undoOne for a master whose reply or failure came after the
