@@ -65,13 +65,14 @@ func (r *Request) undoOne(i int) {
 // expired and the token been granted again (a client retrying with its
 // token, as redsync and redis-py's Lock do, through another lockproxy
 // behind a load balancer), and the undo, a compare-and-delete of that
-// token, would delete the new grant's copy. supersede.go sees only this
-// proxy's later requests. Up to max(TTL/2, TTL - node_timeout) after T0,
-// the copy outlives the undo unless the undo itself is held up longer
-// than the rest of that TTL (node_timeout at least) on its way to the
-// master; later, as when this lockproxy or its link stalled before the
-// replies were read, the copy is left to expire: a token on a minority
-// grants nothing, as with an undo that is never confirmed.
+// token (or a count taken off), would delete the new grant's copy.
+// supersede.go sees only this proxy's later requests. Sent within
+// max(TTL/2, TTL - node_timeout) of T0, the undo reaches a copy that is
+// still r's unless it is held up on its way for the rest of that TTL, at
+// least min(TTL/2, node_timeout). Later, as when this lockproxy or its
+// link stalled before the replies were read, the copy is left to expire:
+// no one else is granted the lock while it is there, and its client was
+// told it does not hold it, as with an undo that is never confirmed.
 func (r *Request) undoStale() bool {
 	if r.TTL <= 0 {
 		return false
