@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/redisproc"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/redis/go-redis/v9"
 )
@@ -115,5 +116,94 @@ func staleUndo(t *testing.T, acquire func(cl *redis.Client, tok string, ttl time
 	}
 	if got != 3 {
 		t.Fatalf("the retry's token on %d masters after P1's traffic, want 3", got)
+	}
+}
+
+// TestStaleUndoFromAPausedProxy: the same with P1, a lockproxy binary,
+// paused (SIGSTOP: a GC or VM pause) while the masters' replies to the
+// first attempt reach it. The masters are paused when the client's
+// `SET k T NX PX 300` goes through P1, which answers NOQUORUM and is then
+// paused itself; the masters resume and write T, which expires; the
+// client's retry with T through P2 is granted for 5s; P1 resumes, reads
+// the late OKs and, unguarded, deleted the retry's copies, and a stranger
+// was granted k inside the retry's validity.
+func TestStaleUndoFromAPausedProxy(t *testing.T) {
+	ms := redisproc.ForTest(t, 3)
+	settings := proxySettings{maxTTL: 10 * time.Second}
+	p1 := startBinProxy(t, buildLockproxy(t), ms, settings)
+	p1.waitVoting(3)
+	p2 := startFront(t, ms, false, settings.opt())
+	p2.waitVoting(3)
+	ctx := context.Background()
+	a1 := redis.NewClient(&redis.Options{Addr: p1.addr, Protocol: 2, MaxRetries: -1, DisableIdentity: true})
+	t.Cleanup(func() { a1.Close() })
+	a2, c := p2.client(), p2.client()
+
+	resumeAll := func() {
+		for _, m := range ms {
+			m.Resume()
+		}
+	}
+	for _, m := range ms {
+		if err := m.Pause(); err != nil {
+			resumeAll()
+			t.Fatal(err)
+		}
+	}
+	_, err := a1.SetNX(ctx, "k", "tokT", 300*time.Millisecond).Result()
+	if err == nil {
+		resumeAll()
+		t.Fatal("first attempt through P1 with every master paused answered without error; want NOQUORUM")
+	}
+	t.Logf("first attempt through P1: %v", err)
+	if err := p1.Pause(); err != nil {
+		resumeAll()
+		t.Fatal(err)
+	}
+	defer p1.Resume()
+	resumeAll()
+	holds := func(i int) bool { v, _ := ms[i].Do("GET", "k"); return v == "tokT" }
+	seen := make([]bool, len(ms))
+	n := 0
+	waitFor(t, func() bool {
+		n = 0
+		for i := range seen {
+			seen[i] = seen[i] || holds(i)
+			if seen[i] {
+				n++
+			}
+		}
+		return n == len(ms)
+	}, "the first attempt's copies on every master (written when they resumed)")
+	waitFor(t, func() bool { return count(p2.onMasters("k"), "(nil)") == len(ms) }, "the first attempt's copies expired")
+
+	ok, err := a2.SetNX(ctx, "k", "tokT", 5*time.Second).Result()
+	tGrant := time.Now()
+	if err != nil || !ok {
+		t.Fatalf("the retry through P2 with the same token: %v %v, want granted (k is free)", ok, err)
+	}
+	until := tGrant.Add(5*time.Second - quorum.Drift(5*time.Second, 0.01))
+	if err := p1.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// Two reads through P1, one after the other: the second goes to every
+	// master behind whatever P1 sent on reading the late replies, which
+	// came before the first read's replies on each connection.
+	for range 2 {
+		if _, err := a1.Exists(ctx, "other").Result(); err != nil {
+			t.Fatalf("read through P1 after its pause: %v", err)
+		}
+	}
+	got := p2.onMasters("k")
+	ok, err = c.SetNX(ctx, "k", "tokC", 5*time.Second).Result()
+	if ok && time.Now().Before(until) {
+		t.Fatalf("DOUBLE GRANT: a stranger got k %v before the end of the retry's validity; the masters held %v after P1's pause",
+			time.Until(until).Round(time.Millisecond), got)
+	}
+	if err != nil {
+		t.Fatalf("stranger's SET NX: %v", err)
+	}
+	if count(got, "tokT") != len(ms) {
+		t.Fatalf("the retry's copies after P1's pause: %v, want tokT on every master", got)
 	}
 }
