@@ -54,8 +54,11 @@ func TestBootstrapAfterARestartQuarantines(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // master 2's leftover has expired
 	close(release)
 	released = true
+	// A grant counts as double only if its reply came while B's holder
+	// was valid: on a loaded machine an acquire begun 50ms before can be
+	// answered after B's copies expired (it reported "-75.9ms more").
 	for time.Until(validUntil) > 50*time.Millisecond {
-		if r := acquire(t, a, "k", "tokA", time.Second); r.Err == nil && r.Reply.IsOK() {
+		if r := acquire(t, a, "k", "tokA", time.Second); r.Err == nil && r.Reply.IsOK() && time.Until(validUntil) > 0 {
 			t.Fatalf("DOUBLE GRANT: A granted k %v after master 0's restart while B's holder is valid for %v more (marker on 0: %q)",
 				time.Since(restarted), time.Until(validUntil), marker(t, masters[0]))
 		}
