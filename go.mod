@@ -11,6 +11,7 @@ require (
 	github.com/redis/rueidis v1.0.79
 	github.com/redis/rueidis/rueidiscompat v1.0.79
 	github.com/tidwall/redcon v1.6.2
+	github.com/valkey-io/valkey-go v1.0.79
 	github.com/yuin/gopher-lua v1.1.2
 	github.com/zeromicro/go-zero v1.10.3
 	golang.org/x/sys v0.48.0

@@ -50,18 +50,35 @@ func newRueidisLocker(t *testing.T, addr, prefix string, validity time.Duration,
 	return l
 }
 
+// ctxLocker is what rueidislock.Locker and valkeylock.Locker (its fork in
+// valkey-go) have in common: the same three ways to take a lock.
+type ctxLocker interface {
+	WithContext(ctx context.Context, name string) (context.Context, context.CancelFunc, error)
+	TryWithContext(ctx context.Context, name string) (context.Context, context.CancelFunc, error)
+	ForceWithContext(ctx context.Context, name string) (context.Context, context.CancelFunc, error)
+}
+
+// newCtxLocker makes a locker of one library for addr, with rueidislock's
+// LockerOption fields (newRueidisLocker says why each is set).
+type newCtxLocker func(t *testing.T, addr, prefix string, validity time.Duration, setpx bool) ctxLocker
+
 // TestRueidisLock: rueidislock (rueidis v1.0.x), PXAT and PX flavours.
 func TestRueidisLock(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
+	newLocker := func(t *testing.T, addr, prefix string, validity time.Duration, setpx bool) ctxLocker {
+		return newRueidisLocker(t, addr, prefix, validity, setpx)
+	}
 	for _, setpx := range []bool{false, true} {
 		t.Run("FallbackSETPX="+strconv.FormatBool(setpx), func(t *testing.T) {
-			testRueidisLock(t, e, setpx)
+			testRueidisLock(t, e, newLocker, setpx, rueidislock.ErrNotLocked)
 		})
 	}
 }
 
-func testRueidisLock(t *testing.T, e *env, setpx bool) {
+// testRueidisLock drives a rueidislock-style locker made by newLocker
+// against e; notLocked is the library's "held by another" error.
+func testRueidisLock(t *testing.T, e *env, newLocker newCtxLocker, setpx bool, notLocked error) {
 	ctx := context.Background()
 	prefix := prefixOf(t) + "rl"
 	keys := []string{prefix + ":0:res", prefix + ":1:res", prefix + ":2:res"}
@@ -73,8 +90,8 @@ func testRueidisLock(t *testing.T, e *env, setpx bool) {
 	if !setpx {
 		validity = 5 * time.Second
 	}
-	l1 := newRueidisLocker(t, e.addr, prefix, validity, setpx)
-	l2 := newRueidisLocker(t, e.addr, prefix, validity, setpx)
+	l1 := newLocker(t, e.addr, prefix, validity, setpx)
+	l2 := newLocker(t, e.addr, prefix, validity, setpx)
 
 	ctx1, cancel1, err := l1.TryWithContext(ctx, "res")
 	if err != nil {
@@ -89,7 +106,7 @@ func testRueidisLock(t *testing.T, e *env, setpx bool) {
 	}
 
 	// Held: a second locker is refused.
-	if _, _, err := l2.TryWithContext(ctx, "res"); !errors.Is(err, rueidislock.ErrNotLocked) {
+	if _, _, err := l2.TryWithContext(ctx, "res"); !errors.Is(err, notLocked) {
 		t.Fatalf("second TryWithContext: %v, want ErrNotLocked", err)
 	}
 	must(t, e.checkHeld(t, keys[0], token))
@@ -103,7 +120,7 @@ func testRueidisLock(t *testing.T, e *env, setpx bool) {
 		t.Fatalf("PTTL of %s never ran down: %v", keys[0], e.pttls(t, keys[0]))
 	}
 	if !poll(func() bool {
-		return count(e.pttls(t, keys[0]), func(v int64) bool { return v > validity.Milliseconds()*8/10 }) >= q
+		return count(e.pttls(t, keys[0]), func(v int64) bool { return v > validity.Milliseconds()*8/10 }) >= e.quorum
 	}) {
 		t.Fatalf("PTTL of %s never moved back up: %v", keys[0], e.pttls(t, keys[0]))
 	}
