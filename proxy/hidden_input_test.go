@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/redis/go-redis/v9"
 )
 
 // Understood scripts whose behaviour depends on an input the analyzer's
@@ -199,5 +200,54 @@ func TestUnderstoodScriptCannotStealNearlyExpiredLease(t *testing.T) {
 	}
 	if err == nil && rep == int64(1) && now.Before(validUntil) {
 		t.Fatalf("DOUBLE GRANT: B granted k %v before A's validity ends; masters %v", validUntil.Sub(now), c.onMasters("k"))
+	}
+}
+
+// simple-redis-mutex 1.4.0's acquire, as the library sends it: two KEYS
+// (the lock, its FIFO counter) and three ARGV (value, timeout, FIFO id,
+// empty without FIFO), of which the script reads two, and only as
+// ARGV[i]. It cannot act otherwise on the count, so lockproxy runs it with
+// the third argument; before, every call was refused ("understood from
+// runs with 2 ARGV, but 3 were given") and the library could not lock.
+const unreadThirdArgvScript = `
+local lockKey = KEYS[1]
+local lockValue, timeout = ARGV[1], ARGV[2]
+
+if timeout ~= nil and timeout ~= false and timeout ~= "" then
+  return redis.call("SET", lockKey, lockValue, "NX", "PX", timeout)
+end
+
+return redis.call("SET", lockKey, lockValue, "NX")
+`
+
+func TestUnderstoodScriptExtraArgvUnreadIsServed(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := context.Background()
+	a, b := c.client(), c.client()
+	keys := []string{"k", "k:last-out-id"}
+	if rep, err := a.Eval(ctx, unreadThirdArgvScript, keys, "tokA", "10000", "").Result(); err != nil || rep != "OK" {
+		t.Fatalf("A's acquire with an unread third ARGV = %v, %v; want OK", rep, err)
+	}
+	if got := c.onMasters("k"); count(got, "tokA") < 2 {
+		t.Fatalf("after A's grant the masters hold %v", got)
+	}
+	// Held: B's acquire, with more unread ARGV still, is refused.
+	if rep, err := b.Eval(ctx, unreadThirdArgvScript, keys, "tokB", "10000", "", "x").Result(); err != redis.Nil {
+		t.Fatalf("B's acquire of a held lock = %v, %v; want nil", rep, err)
+	}
+	if got := c.onMasters("k"); count(got, "tokB") != 0 || count(got, "tokA") < 2 {
+		t.Fatalf("after B's refused acquire the masters hold %v", got)
+	}
+	// Too few ARGV is still refused: the script reads ARGV[2].
+	if _, err := b.Eval(ctx, unreadThirdArgvScript, keys, "tokB").Result(); !refusedWith(t, err, "reads ARGV[2], but only 1 ARGV were given") {
+		t.Fatal("an acquire with one ARGV was run")
+	}
+	// Without a timeout the script takes the lock with no expiry: no TTL
+	// to account validity by, refused before any master is asked.
+	if _, err := b.Eval(ctx, unreadThirdArgvScript, []string{"k2", "k2:last-out-id"}, "tokB", "", "").Result(); err == nil || err == redis.Nil {
+		t.Fatalf("an acquire with no timeout = %v; want a refusal", err)
+	}
+	if got := c.onMasters("k2"); count(got, "(nil)") != len(got) {
+		t.Fatalf("a refused acquire with no timeout left %v on the masters", got)
 	}
 }

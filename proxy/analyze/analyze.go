@@ -61,7 +61,10 @@ func AnalyzeContext(ctx context.Context, body []byte, opts Options) (*Semantics,
 	a := &analysis{opt: opt, b: b, v: v, consts: constants(proto), strs: stringConstants(proto)}
 	sem, err := a.analyzeAll()
 	if err != nil && a.grants != nil {
-		return a.analyzeInMode(err)
+		sem, err = a.analyzeInMode(err)
+	}
+	if sem != nil && sem.Batch == nil {
+		sem.ArgvCountBlind = argvCountBlind(body)
 	}
 	return sem, err
 }

@@ -113,7 +113,8 @@ type Script struct {
 	GuardArg int
 
 	// ExactArgs (understood scripts): a call must pass exactly MinArgs
-	// ARGV, the count the analyzer ran the script with. MaxKeys, when set,
+	// ARGV, the count the analyzer ran the script with, unless the script
+	// cannot see the count (analyze.Semantics.ArgvCountBlind). MaxKeys, when set,
 	// is the most KEYS a call may pass (MinKeys+1: the analyzer ran both
 	// counts; 0 when every KEYS is a lock key). A script may branch on
 	// #ARGV or #KEYS (an optional unit or force argument), which the

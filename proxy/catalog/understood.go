@@ -22,7 +22,7 @@ func fromSemantics(body []byte, sha string, sem *analyze.Semantics, maxTTL time.
 	s := &Script{
 		Name: "script " + sha[:12], Body: string(body), SHA1: sha,
 		Force: sem.Force, NoIsNoop: sem.NoIsNoop, MinKeys: sem.MinKeys, MinArgs: sem.MinArgs,
-		Semantics: sem.String(), ExactArgs: true,
+		Semantics: sem.String(), ExactArgs: !sem.ArgvCountBlind,
 	}
 	if !sem.EachKey {
 		s.MaxKeys = sem.MinKeys + 1 // analyzed with MinKeys and MinKeys+1 KEYS
