@@ -38,6 +38,8 @@ var libDrivers = []struct {
 	{"sesamecare-redlock", func(t *testing.T, e *env) { e.runNode(t, "sesame_redlock.js") }},
 	{"simple-redis-mutex", func(t *testing.T, e *env) { e.runNode(t, "simple_redis_mutex.js") }},
 	{"redis-mutex", func(t *testing.T, e *env) { e.runNode(t, "redis_mutex.js") }},
+	{"simple-redis-mutex-1", func(t *testing.T, e *env) { e.runNode(t, "simple_redis_mutex1.js") }},
+	{"redis-semaphore-4_Mutex", func(t *testing.T, e *env) { e.runNode(t, "redis_semaphore4.js") }},
 }
 
 // TestLibsPlainRedis: every driver of libDrivers against one plain
