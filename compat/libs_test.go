@@ -40,6 +40,7 @@ var libDrivers = []struct {
 	{"redis-mutex", func(t *testing.T, e *env) { e.runNode(t, "redis_mutex.js") }},
 	{"simple-redis-mutex-1", func(t *testing.T, e *env) { e.runNode(t, "simple_redis_mutex1.js") }},
 	{"redis-semaphore-4_Mutex", func(t *testing.T, e *env) { e.runNode(t, "redis_semaphore4.js") }},
+	{"node-mutex", func(t *testing.T, e *env) { e.runNode(t, "node_mutex.js") }},
 }
 
 // TestLibsPlainRedis: every driver of libDrivers against one plain

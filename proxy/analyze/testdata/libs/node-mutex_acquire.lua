@@ -1,0 +1,1 @@
+local locked = redis.call('SETNX', KEYS[1], ARGV[1]);if locked == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end;return locked

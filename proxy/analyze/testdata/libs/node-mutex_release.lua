@@ -1,0 +1,1 @@
+local id = redis.call('GET', KEYS[1]);if id == ARGV[1] then redis.call('DEL', KEYS[1]) end
