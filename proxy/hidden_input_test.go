@@ -206,7 +206,7 @@ func TestUnderstoodScriptCannotStealNearlyExpiredLease(t *testing.T) {
 // simple-redis-mutex 1.4.0's acquire, as the library sends it: two KEYS
 // (the lock, its FIFO counter) and three ARGV (value, timeout, FIFO id,
 // empty without FIFO), of which the script reads two, and only as
-// ARGV[i]. It cannot act otherwise on the count, so lockproxy runs it with
+// ARGV[1] and ARGV[2]. It cannot act otherwise on the count, so lockproxy runs it with
 // the third argument; before, every call was refused ("understood from
 // runs with 2 ARGV, but 3 were given") and the library could not lock.
 const unreadThirdArgvScript = `

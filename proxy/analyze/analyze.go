@@ -64,7 +64,7 @@ func AnalyzeContext(ctx context.Context, body []byte, opts Options) (*Semantics,
 		sem, err = a.analyzeInMode(err)
 	}
 	if sem != nil && sem.Batch == nil {
-		sem.ArgvCountBlind = argvCountBlind(body)
+		sem.ArgvCountBlind = argvCountBlind(body, sem.MinArgs)
 	}
 	return sem, err
 }

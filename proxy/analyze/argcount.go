@@ -3,20 +3,22 @@ package analyze
 import (
 	"bytes"
 
+	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 	"github.com/yuin/gopher-lua/parse"
 )
 
-// argvCountBlind reports whether the script body cannot tell how many ARGV
-// a call passed beyond those it reads. It can when it names ARGV other
-// than to index it: `#ARGV`, `ipairs(ARGV)`, `unpack(ARGV)`, `local a =
-// ARGV` or ARGV passed to a function, an assignment to ARGV or one of its
-// entries, a local or parameter called ARGV, or `_G` (through which the
-// table can be reached by name). Otherwise every read is `ARGV[i]`, and an
-// index past the ARGV the probes passed was seen by the analysis as a read
-// past the end, which made it analyze with more (settle). So with one
-// more ARGV, or several, such a script reads the same values as with the
-// count it was analyzed with and does the same.
+// argvCountBlind reports whether the script body cannot tell a call with
+// more ARGV than minArgs from one with minArgs: it names ARGV only to
+// read an entry at a constant index, `ARGV[1]` to `ARGV[minArgs]`. Any
+// other use can see the count or an entry past it: `#ARGV`,
+// `ipairs(ARGV)`, `unpack(ARGV)`, `local a = ARGV` or ARGV passed to a
+// function, an assignment to ARGV or one of its entries, a local or
+// parameter called ARGV, `_G` (through which the table can be reached by
+// name), an index computed at run time (`ARGV[i]`, which a value the
+// probes never produced could point past minArgs), or a constant index
+// past minArgs (on a path the probes never took). Such a script reads the
+// same values whatever the count from minArgs up, and does the same.
 //
 // Libraries call scripts with arguments the script does not read: one
 // argument list for several scripts (simple-redis-mutex 1.x passes its
@@ -25,19 +27,23 @@ import (
 // that can see the count may act otherwise on it (hidden_input_test.go).
 //
 // The body compiled already (compile): it parses and nests within bounds.
-func argvCountBlind(body []byte) bool {
+func argvCountBlind(body []byte, minArgs int) bool {
 	chunk, err := parse.Parse(bytes.NewReader(body), "user_script")
 	if err != nil {
 		return false
 	}
 	w := argvWalk{blind: true}
 	w.stmts(chunk)
-	return w.blind
+	return w.blind && w.max <= minArgs
 }
 
 // argvWalk walks a parsed body and clears blind at the first use of ARGV
-// (or _G) that is not an index read.
-type argvWalk struct{ blind bool }
+// (or _G) that is not a read at a constant index; max is the highest such
+// index.
+type argvWalk struct {
+	blind bool
+	max   int
+}
 
 // wholeName reports whether name, used as a variable, exposes the table
 // ARGV: ARGV itself, or the globals table.
@@ -136,9 +142,11 @@ func (w *argvWalk) expr(e ast.Expr) {
 			w.blind = false
 		}
 	case *ast.AttrGetExpr:
-		if !isArgv(x.Object) { // ARGV[i]: the one use that reads no count
-			w.expr(x.Object)
+		if isArgv(x.Object) { // ARGV[n]: the one use that reads no count
+			w.index(x.Key)
+			return
 		}
+		w.expr(x.Object)
 		w.expr(x.Key)
 	case *ast.TableExpr:
 		for _, f := range x.Fields {
@@ -176,4 +184,21 @@ func (w *argvWalk) expr(e ast.Expr) {
 	default:
 		w.blind = false
 	}
+}
+
+// index records ARGV[key]'s constant index, or clears blind when key is
+// not a positive integer constant.
+func (w *argvWalk) index(key ast.Expr) {
+	n, ok := key.(*ast.NumberExpr)
+	if !ok {
+		w.blind = false
+		return
+	}
+	v := lua.LVAsNumber(lua.LString(n.Value)) // 0 when it is no number
+	i := int(v)
+	if float64(i) != float64(v) || i < 1 {
+		w.blind = false
+		return
+	}
+	w.max = max(w.max, i)
 }

@@ -27,10 +27,11 @@ type Semantics struct {
 	// MinKeys and MinArgs are the fewest KEYS and ARGV a call must pass: the
 	// script reads that many, and was analyzed with them.
 	MinKeys, MinArgs int
-	// ArgvCountBlind: the script names ARGV only to index it, so it cannot
-	// tell a call with more ARGV than MinArgs from one with MinArgs
-	// (argvCountBlind); the others may act otherwise on another count,
-	// and are run with exactly MinArgs. Batches keep their own layout.
+	// ArgvCountBlind: the script names ARGV only to read ARGV[1] to
+	// ARGV[MinArgs], so it cannot tell a call with more ARGV than MinArgs
+	// from one with MinArgs (argvCountBlind); the others may act
+	// otherwise on another count, and are run with exactly MinArgs.
+	// Batches keep their own layout.
 	ArgvCountBlind bool
 
 	// Token is the holder's id: a string lock's value, a hash lock's field,
