@@ -22,8 +22,9 @@ import (
 // commands by what they make the loop do for them.
 
 // innocentLatency takes locks with a fresh key each, one after another, for
-// d, and returns the slowest round trip; every one must be granted.
-func innocentLatency(t *testing.T, c *cluster, d time.Duration) (slowest time.Duration, n int) {
+// d, and returns the slowest round trip and what went wrong with those not
+// granted; every one must be granted.
+func innocentLatency(t *testing.T, c *cluster, d time.Duration) (slowest time.Duration, n int, failed []string) {
 	t.Helper()
 	ctx := context.Background()
 	// Its own timeouts far above the bound the tests check: before the fix
@@ -38,12 +39,12 @@ func innocentLatency(t *testing.T, c *cluster, d time.Duration) (slowest time.Du
 		ok, err := good.SetNX(ctx, fmt.Sprint("fair:", s.UnixNano()), "v", 10*time.Second).Result()
 		took := time.Since(s)
 		if err != nil || !ok {
-			t.Errorf("the innocent client's SET NX PX 10000 %v after the attack began: %v %v (after %v)", s.Sub(began).Round(time.Millisecond), ok, err, took.Round(time.Millisecond))
+			failed = append(failed, fmt.Sprintf("the innocent client's SET NX PX 10000 %v after the attack began: %v %v (after %v)", s.Sub(began).Round(time.Millisecond), ok, err, took.Round(time.Millisecond)))
 		}
 		slowest = max(slowest, took)
 		n++
 	}
-	return slowest, n
+	return slowest, n, failed
 }
 
 // TestNonReadersCannotStarveOthers is the review's reproduction: 1000
@@ -70,39 +71,57 @@ func TestNonReadersCannotStarveOthers(t *testing.T) {
 		conns /= raceSlowdown
 		raiseFileLimit(t, uint64(2*conns+200))
 		c := start(t, 3)
-		info := encode("INFO", "all")
-		blob := []byte(strings.Repeat(info, (256<<10)/len(info)))
-		open := make([]net.Conn, 0, conns)
-		defer func() {
-			for _, conn := range open {
-				conn.Close()
+		// Up to three attacks, each on fresh connections: other work on the
+		// machine's cores can slow one down past the bound (a SET NX answered
+		// NOQUORUM, the masters' replies read past node_timeout, with two
+		// busy loops beside the test); connections that starve the others
+		// do so in every one.
+		for round := 1; ; round++ {
+			slowest, n, failed := nonReadersAttack(t, c, conns)
+			t.Logf("round %d: %d connections pipelining INFO all without reading: %d SET NX, the slowest in %v", round, conns, n, slowest.Round(time.Millisecond))
+			if slowest > time.Second {
+				failed = append(failed, fmt.Sprintf("an innocent client's SET NX took %v while %d connections pipelined INFO without reading; want under 1s", slowest.Round(time.Millisecond), conns))
 			}
-		}()
-		for range conns {
-			open = append(open, c.dial())
+			if len(failed) == 0 {
+				return
+			}
+			if round == 3 {
+				t.Errorf("in each of %d attacks; the last:\n%s", round, strings.Join(failed, "\n"))
+				return
+			}
+			t.Logf("round %d missed (staged again):\n%s", round, strings.Join(failed, "\n"))
 		}
-		// All at once, once every connection is made (TLS handshakes
-		// included).
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		for _, conn := range open {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				conn.SetWriteDeadline(time.Now().Add(time.Minute))
-				conn.Write(blob) // until the proxy stops reading it; never read
-			}()
-		}
-		slowest, n := innocentLatency(t, c, 2*time.Second)
-		t.Logf("%d connections pipelining INFO all without reading: %d SET NX, the slowest in %v", conns, n, slowest.Round(time.Millisecond))
-		if slowest > time.Second {
-			t.Errorf("an innocent client's SET NX took %v while %d connections pipelined INFO without reading; want under 1s", slowest.Round(time.Millisecond), conns)
-		}
-		for _, conn := range open {
-			conn.Close()
-		}
-		open = nil
 	})
+}
+
+// nonReadersAttack opens conns connections to c that each pipeline INFO all
+// and never read a reply, and measures innocentLatency meanwhile; it closes
+// them before it returns.
+func nonReadersAttack(t *testing.T, c *cluster, conns int) (slowest time.Duration, n int, failed []string) {
+	info := encode("INFO", "all")
+	blob := []byte(strings.Repeat(info, (256<<10)/len(info)))
+	open := make([]net.Conn, 0, conns)
+	var wg sync.WaitGroup
+	defer func() {
+		for _, conn := range open {
+			conn.Close() // ends the writes the proxy stopped reading
+		}
+		wg.Wait()
+	}()
+	for range conns {
+		open = append(open, c.dial())
+	}
+	// All at once, once every connection is made (TLS handshakes
+	// included).
+	for _, conn := range open {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn.SetWriteDeadline(time.Now().Add(time.Minute))
+			conn.Write(blob) // until the proxy stops reading it; never read
+		}()
+	}
+	return innocentLatency(t, c, 2*time.Second)
 }
 
 // TestLongPipelinesShareTheLoop: connections that read their replies but
@@ -151,7 +170,10 @@ func TestLongPipelinesShareTheLoop(t *testing.T) {
 			}
 		}()
 	}
-	slowest, n := innocentLatency(t, c, 2*time.Second)
+	slowest, n, failed := innocentLatency(t, c, 2*time.Second)
+	for _, f := range failed {
+		t.Error(f)
+	}
 	close(stop)
 	t.Logf("%d connections pipelining INFO all and reading: %d SET NX, the slowest in %v", conns, n, slowest.Round(time.Millisecond))
 	if slowest > time.Second {
