@@ -196,20 +196,30 @@ func (w testWriter) Write(p []byte) (int, error) {
 // dial opens a raw client connection, with TLS when the cluster serves it.
 func (c *cluster) dial() net.Conn {
 	c.t.Helper()
-	conn, err := net.Dial("tcp", c.addr)
+	conn, err := c.tryDial()
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	return conn
+}
+
+// tryDial is dial answering its error.
+func (c *cluster) tryDial() (net.Conn, error) {
+	conn, err := net.Dial("tcp", c.addr)
+	if err != nil {
+		return nil, err
 	}
 	if c.clientTLS != nil {
 		tc := tls.Client(conn, c.clientTLS)
 		tc.SetDeadline(time.Now().Add(5 * time.Second))
 		if err := tc.Handshake(); err != nil {
-			c.t.Fatal(err)
+			conn.Close()
+			return nil, err
 		}
 		tc.SetDeadline(time.Time{})
-		return tc
+		return tc, nil
 	}
-	return conn
+	return conn, nil
 }
 
 // tcpOf is the TCP connection under conn (plain or TLS).
