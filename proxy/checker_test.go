@@ -265,6 +265,12 @@ type injection struct {
 	// until they did (up to three times duration); the test then fails if
 	// they still did not.
 	minHolds int64
+	// settled, when set, must hold before each fault: the injector waits
+	// for it (until the run's time is up). A scenario whose faults are
+	// meant to leave something intact between them says so here; on a
+	// loaded machine the cluster recovers more slowly than faults paced
+	// by time alone come.
+	settled func() bool
 }
 
 // inject runs faults on masters for in.duration (longer for in.minHolds,
@@ -274,8 +280,15 @@ func inject(in injection, masters []*redisproc.Server, res *resource, st *chaosS
 	var log []string
 	end := time.Now().Add(in.duration)
 	longest := end.Add(2 * in.duration)
-	for now := time.Now(); now.Before(end) || now.Before(longest) && st.acquired.Load() < in.minHolds; now = time.Now() {
+	running := func() bool {
+		now := time.Now()
+		return now.Before(end) || now.Before(longest) && st.acquired.Load() < in.minHolds
+	}
+	for running() {
 		time.Sleep(in.pauseBetween/2 + time.Duration(rng.Int64N(int64(in.pauseBetween))))
+		for in.settled != nil && !in.settled() && running() {
+			time.Sleep(5 * time.Millisecond)
+		}
 		f := in.faults[rng.IntN(len(in.faults))]
 		log = append(log, time.Now().Format("15:04:05.000")+" "+f(rng, masters))
 		if in.stop != nil && in.stop(res) {
