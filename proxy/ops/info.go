@@ -264,6 +264,7 @@ func infoPubSub(b *strings.Builder, src *Sources) {
 	field(b, "pubsub_delivered", st.Delivered)
 	field(b, "pubsub_duplicates_dropped", st.Duplicates)
 	field(b, "pubsub_held_timeouts", st.HeldTimeouts)
+	field(b, "pubsub_held_redelivered", st.HeldRedelivered)
 	field(b, "pubsub_dedup_entries", st.DedupEntries)
 	field(b, "pubsub_dedup_evicted", st.DedupEvicted)
 	field(b, "pubsub_oversize_skipped", st.Oversize)

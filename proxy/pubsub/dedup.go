@@ -17,8 +17,9 @@ type entry struct {
 	pending    uint16 // masters whose copy has not arrived (bit i = master i)
 	born       int64  // monotonic nanoseconds since the hub's start
 	prev, next *entry // the hub-wide list, oldest first
-	got        int    // copies arrived, while held (hold.go)
+	got        int    // copies arrived (hold.go)
 	hold       *held  // not delivered yet (hold.go); nil once delivered
+	late       *late  // delivered on HoldBack short of its quorum (fence.go); nil otherwise
 }
 
 // dedup holds every entry of the hub in one list ordered by birth, which is

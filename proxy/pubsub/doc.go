@@ -33,26 +33,46 @@
 //     connection is up (its confirmation may still be on its way while it
 //     already publishes; one that sends no copy is like a master the
 //     message was not published on);
+//   - a message delivered on HoldBack with fewer copies than its quorum is
+//     delivered again by the copy that completes the quorum, if that copy
+//     comes while the message is remembered and was published after the
+//     early delivery (told by a PING: fence.go says how, and why: the lone
+//     copy of a release a minority published must not take the real
+//     release's copies for its own); a quorum completed by copies
+//     published before it, read late, delivers nothing more;
 //   - a message is forgotten when every owing master delivered, when a
 //     master that owes it loses its connection (what it sends after it is
 //     back was published after), after DedupWindow, or, oldest first, when
 //     MaxDedupEntries are remembered.
 //
-// While no message is forgotten early, the number of deliveries of one
-// payload equals the largest number of copies any single master sent: a
-// new delivery needs a master that owes nothing, that is one that sent a
+// While no message is forgotten early, the number of first deliveries of
+// one payload equals the largest number of copies any single master sent:
+// a new delivery needs a master that owes nothing, that is one that sent a
 // copy for every earlier delivery; and each master's copies go to distinct
 // messages. So a message published on every master is delivered exactly
 // once, also when identical payloads follow each other closely (Redisson
 // publishes the same "0" on every unlock of a lock): two publishes are two
 // copies from each master, two deliveries. A message waits for a quorum of
-// copies (the quorum's latency), never longer than HoldBack. The payload is
+// copies (the quorum's latency), never longer than HoldBack; one that did
+// not have them by then is delivered a second time when the masters that
+// complete the quorum publish it later, so a message published on every
+// master is delivered twice exactly when fewer than a quorum of masters
+// had run the publish by the early delivery and a quorum has within
+// DedupWindow (a release that reached most masters late; the first
+// delivery woke its waiters early). Copies that were only read late (a
+// slow hub, a slow link from a master to the hub) change nothing. The
+// payload is
 // remembered as a 64-bit hash, so the memory per message is fixed (a held
 // message keeps its payload until delivered, MaxHeldBytes in all).
 //
 // What a subscriber sees, the rest of the time (a wake-up is a hint to
 // retry, never a grant: a missed or doubled one costs a retry, not safety):
 //
+//   - A minority of masters paused or slow: the others' copies make the
+//     quorum and deliver the message once; the late copies are dropped.
+//     A majority that runs the publish more than HoldBack late (paused,
+//     or slow links from the publishing proxy): delivered on HoldBack, and
+//     again when a quorum of masters has run it.
 //   - A master down, killed or restarted: the others deliver. It is
 //     subscribed again when it is back, and owes nothing of before. A
 //     message is missed only if no master that published it is connected.

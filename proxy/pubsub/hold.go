@@ -16,8 +16,11 @@ import (
 // release ran on a quorum, and a retry wins), or until HoldBack after its
 // first copy (a release the holder's proxy counted with fewer yes votes,
 // masters down or paused), whichever comes first. Messages of one
-// subscription are delivered in the order they were first seen. Everything
-// here runs with h.mu held, the timer's callback included.
+// subscription are delivered in the order they were first seen.
+//
+// A message delivered on HoldBack short of a quorum of copies may be
+// delivered again when its quorum comes (fence.go). Everything here runs
+// with h.mu held, the timer's callback included.
 
 // held is a message waiting for its copies.
 type held struct {
@@ -46,23 +49,15 @@ func heldSize(m *Message) int64 { return int64(len(m.Pattern)+len(m.Channel)+len
 func (h *Hub) onCopy(r *record, i int, m Message) {
 	e, isNew := h.dd.admit(r, i, h.dd.hash(m.Channel, m.Payload), r.confirmed|h.upMask())
 	if !isNew {
-		if e != nil && e.hold != nil && !e.hold.ready {
-			if e.got++; e.got >= e.hold.need {
-				e.hold.ready = true
-				h.flushHeld(r)
-			}
+		if e != nil {
+			h.onOwedCopy(r, i, e, m)
 		}
 		return
 	}
 	need := min(h.cfg.Quorum, bits.OnesCount16(r.confirmed|1<<i))
 	size := heldSize(&m)
 	if need <= 1 || e == nil || h.heldBytes+size > h.cfg.MaxHeldBytes {
-		if len(r.holdq) == 0 {
-			h.fanout(r, m)
-			return
-		}
-		// Behind the held ones, in order.
-		r.holdq = append(r.holdq, &entry{rec: r, hold: &held{m: m, ready: true}})
+		h.deliverNext(r, m)
 		return
 	}
 	e.got = 1
@@ -73,6 +68,37 @@ func (h *Hub) onCopy(r *record, i int, m Message) {
 	h.armHold()
 }
 
+// onOwedCopy counts a copy from master i that the dedup recognized as one
+// of e's message: it delivers e once it is held and the copies reach its
+// quorum, or again, with this copy (the same channel and payload), once
+// it went out on HoldBack short of a quorum and this copy, published
+// after that, completes it (fence.go).
+func (h *Hub) onOwedCopy(r *record, i int, e *entry, m Message) {
+	e.got++
+	switch {
+	case e.hold != nil:
+		if !e.hold.ready && e.got >= e.hold.need {
+			e.hold.ready = true
+			h.flushHeld(r)
+		}
+	case e.late != nil && e.got >= e.late.need:
+		if h.masters[i].pongs >= e.late.fence[i] {
+			h.stats.HeldRedelivered++
+			h.deliverNext(r, m)
+		}
+		e.late = nil // its quorum came: delivered on it, or read late
+	}
+}
+
+// deliverNext delivers m at once, or behind r's held messages, in order.
+func (h *Hub) deliverNext(r *record, m Message) {
+	if len(r.holdq) == 0 {
+		h.fanout(r, m)
+		return
+	}
+	r.holdq = append(r.holdq, &entry{rec: r, hold: &held{m: m, ready: true}})
+}
+
 // flushHeld delivers r's held messages from the oldest while they are
 // ready.
 func (h *Hub) flushHeld(r *record) {
@@ -81,6 +107,9 @@ func (h *Hub) flushHeld(r *record) {
 		r.holdq[0] = nil
 		r.holdq = r.holdq[1:]
 		h.fanout(r, e.hold.m)
+		if e.got < e.hold.need && e.pending != 0 { // on HoldBack: maybe again
+			e.late = h.fence(e.pending, e.hold.need)
+		}
 		h.release(e)
 	}
 	if len(r.holdq) == 0 {

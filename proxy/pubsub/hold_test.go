@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -73,4 +74,87 @@ func TestHeldBytesBound(t *testing.T) {
 	big := string(make([]byte, 2000))
 	do(t, masters[0], "PUBLISH", "ch", big)
 	waitFor(t, "an oversize held message delivered at once", func() bool { return rec.len() == 1 })
+}
+
+// TestEarlyMessageDeliveredAgainOnQuorum: a Redisson lock one level short
+// on master 4 (it was down at the re-entry and came back without a
+// restart) deletes the lock there on the holder's first unlock, which
+// only counts down on the quorum, and master 4 alone publishes the
+// release message: the hub delivers it HoldBack later, while a quorum
+// still holds the lock. The real release then publishes the same payload
+// on masters 0 to 3, whose copies the dedup takes for the ones they owe
+// of the lone message. They used to be dropped: the real release was
+// never delivered and a waiter slept until the lease ran out. Now the
+// copy that completes a quorum (master 4's, which stands for a master the
+// lock is gone from, and two more) delivers it again; below a quorum
+// nothing is delivered again, and a message that had its quorum in time
+// is delivered once.
+func TestEarlyMessageDeliveredAgainOnQuorum(t *testing.T) {
+	masters := redisproc.ForTest(t, 5)
+	cfg := testConfig(t, masters)
+	cfg.HoldBack = 500 * time.Millisecond // y's three copies come well within it
+	h := startHub(t, cfg)
+	rec := &recorder{}
+	subscribe(t, h, rec, Channel, "ch", 5)
+	dups := h.Stats().Duplicates
+	copyOn := func(i int, payload string) { // one master's copy, read by the hub
+		t.Helper()
+		do(t, masters[i], "PUBLISH", "ch", payload)
+		dups++
+		waitFor(t, fmt.Sprint("master ", i, "'s copy read"), func() bool { return h.Stats().Duplicates >= dups })
+	}
+	want := func(n int, what string) {
+		t.Helper()
+		time.Sleep(50 * time.Millisecond) // a delivery would be done by now
+		if got := rec.len(); got != n {
+			t.Fatalf("%s: %d deliveries %v, want %d", what, got, rec.payloads(), n)
+		}
+	}
+
+	do(t, masters[4], "PUBLISH", "ch", "0") // the unlock at depth 2
+	waitFor(t, "the lone copy delivered on HoldBack", func() bool { return rec.len() == 1 })
+	fenced(t, h)   // what follows is published after that (fence.go)
+	copyOn(0, "0") // the real release: 2 masters of 5 released
+	want(1, "the lone copy and one copy of the real release")
+	copyOn(1, "0") // 3 of 5: a quorum
+	want(2, "a quorum of copies after an early delivery")
+	copyOn(2, "0")
+	copyOn(3, "0")
+	want(2, "every copy of the real release")
+	if st := h.Stats(); st.HeldTimeouts != 1 || st.HeldRedelivered != 1 {
+		t.Fatalf("HeldTimeouts %d, HeldRedelivered %d; want 1 and 1", st.HeldTimeouts, st.HeldRedelivered)
+	}
+
+	// A message whose quorum of copies straddles HoldBack (two masters
+	// of five in time, a third late: a paused or slow master) is
+	// delivered on HoldBack and again when the quorum is complete.
+	do(t, masters[0], "PUBLISH", "ch", "x")
+	do(t, masters[1], "PUBLISH", "ch", "x")
+	waitFor(t, "x delivered on HoldBack", func() bool { return rec.len() == 3 })
+	fenced(t, h)
+	dups = h.Stats().Duplicates
+	copyOn(2, "x")
+	want(4, "x's quorum completed after HoldBack")
+	copyOn(3, "x")
+	want(4, "x's fourth copy")
+
+	// One that had its quorum in time: the late copies of the other
+	// masters (paused ones) deliver nothing more.
+	onEvery(masters[:3], func(m *redisproc.Server) { do(t, m, "PUBLISH", "ch", "y") })
+	waitFor(t, "y on its quorum", func() bool { return rec.len() == 5 })
+	dups = h.Stats().Duplicates
+	copyOn(3, "y")
+	copyOn(4, "y")
+	want(5, "late copies of a message delivered on its quorum")
+	// And one only a minority published: once, on HoldBack.
+	do(t, masters[3], "PUBLISH", "ch", "z")
+	copyOn(4, "z")
+	waitFor(t, "z on HoldBack", func() bool { return rec.len() == 6 })
+	want(6, "a minority's message")
+	if got := rec.payloads(); !slices.Equal(got, []string{"ch=0", "ch=0", "ch=x", "ch=x", "ch=y", "ch=z"}) {
+		t.Fatalf("delivered %v", got)
+	}
+	if st := h.Stats(); st.HeldTimeouts != 3 || st.HeldRedelivered != 2 {
+		t.Fatalf("HeldTimeouts %d, HeldRedelivered %d; want 3 and 2", st.HeldTimeouts, st.HeldRedelivered)
+	}
 }

@@ -38,6 +38,11 @@ type master struct {
 	// refused: this connection had a command refused (logged once per
 	// connection: a resubscription can be refused hundreds of times).
 	refused bool
+	// PINGs queued and PONGs read, numbered across connections (a new
+	// connection starts with every PING answered); pingQueued: one is in
+	// out, not written yet (fence.go).
+	pings, pongs uint64
+	pingQueued   bool
 }
 
 // send queues one command for the live connection, if any. h.mu is held.
@@ -158,6 +163,7 @@ func (m *master) serve(conn net.Conn, rd *resp.Reader) error {
 	}
 	m.conn, m.refused = conn, false
 	m.out = h.resubscribe(m.out[:0])
+	m.pongs, m.pingQueued = m.pings, false
 	if m.fail {
 		h.cfg.Logger.Info("pubsub: subscriber connection to master up", "master", m.addr)
 	}
@@ -214,11 +220,12 @@ func (m *master) writeLoop(conn net.Conn, done <-chan struct{}) error {
 		case <-m.wake:
 		case <-tick.C:
 			h.mu.Lock()
-			m.out = append(m.out, "*1\r\n$4\r\nPING\r\n"...)
+			m.ping()
 			h.mu.Unlock()
 		}
 		h.mu.Lock()
 		buf, m.out = m.out, buf[:0]
+		m.pingQueued = false
 		h.mu.Unlock()
 		if len(buf) == 0 {
 			continue
@@ -262,11 +269,17 @@ func (h *Hub) onPush(i int, p resp.Reply, oversize bool) {
 		}
 		return
 	}
+	if p.Type == resp.Status && string(p.Str) == "PONG" { // not subscribed yet
+		h.masters[i].pongs++
+		return
+	}
 	if p.Type != resp.Array || len(p.Elems) < 2 {
 		return
 	}
 	e := p.Elems
 	switch string(e[0].Str) {
+	case "pong":
+		h.masters[i].pongs++
 	case "message", "smessage", "pmessage":
 		if oversize {
 			h.stats.Oversize++

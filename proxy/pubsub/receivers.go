@@ -108,6 +108,10 @@ type Stats struct {
 	// HeldTimeouts: messages delivered HoldBack after their first copy,
 	// with fewer copies than a quorum (hold.go).
 	HeldTimeouts uint64
+	// HeldRedelivered: of those, messages delivered again because copies
+	// published after the early delivery completed their quorum
+	// (fence.go).
+	HeldRedelivered uint64
 }
 
 // Stats returns the hub's current figures.
