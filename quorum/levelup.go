@@ -20,7 +20,11 @@ import (
 // release, the same payload, for the copies the other masters owed of it
 // (pubsub's dedup): the real release was never delivered, and a Redisson
 // waiter slept until its lease ran out (CI saw a release message after the
-// unlock at depth 2 of an RFencedLock).
+// unlock at depth 2 of an RFencedLock). The hub now delivers such a
+// message again once copies published after it complete its quorum
+// (pubsub's fence.go), so the real release is heard; what the raise
+// still saves is the early wake-up, and the waiter's refused retry, on
+// every re-entry a master missed.
 //
 // So once a re-entrant acquisition is granted for good, every master that
 // may hold the token below the level the grant counted on (a quorum holds
