@@ -140,7 +140,7 @@ func (r *Request) success() {
 		}
 	}
 	r.won = true
-	r.reply = r.commonYes()
+	r.reply = r.releaseYes(r.commonYes())
 	if r.combine == CombineQthTTL {
 		r.reply = resp.Reply{Type: resp.Integer, Int: r.qthTTL(func(rep resp.Reply) (int64, bool) {
 			return rep.Int, r.rule.IsYes(&rep, r.nkeys)
@@ -201,6 +201,62 @@ func (r *Request) commonYes() resp.Reply {
 	return r.replyAt(best)
 }
 
+// releaseYes is the yes reply a release's client hears instead of rep.
+// A release whose script answers where there is no lock as where it
+// deletes the caller's last count (absentYes, analyze's AbsentIsYes) gets
+// that reply from masters that lack the lock: it says "released" only
+// when the masters that may still hold the token (all but those that
+// answered it and those that answered "not yours") are fewer than a
+// quorum. Otherwise the client hears the most common other yes reply (a
+// re-entrant holder's count left). By count alone, a tie between the
+// masters that lack the lock and those that answered a count left, with
+// another holder unanswered (a master cut off), let a holder at depth 2
+// hear "released" while a quorum still held its lock (found by review).
+// r.mu is held.
+func (r *Request) releaseYes(rep resp.Reply) resp.Reply {
+	if r.absentYes == 0 || r.kind != Release {
+		return rep
+	}
+	absent := commonReply(r.absentYes)
+	if !rep.Equal(absent) {
+		return rep
+	}
+	gone := 0
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied {
+			continue
+		}
+		if at := r.replyAt(i); r.yesAt(i) && at.Equal(absent) || !r.yesAt(i) && at.Type != resp.Error {
+			gone++
+		}
+	}
+	if r.e.n-gone < r.e.q {
+		return rep
+	}
+	best, bestN := -1, 0
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied || !r.yesAt(i) || r.replyAt(i).Equal(absent) {
+			continue
+		}
+		n := 0
+		for j := i; j < r.e.n; j++ {
+			if r.state[j] == replied && r.yesAt(j) && r.replyAt(j).Equal(r.replyAt(i)) {
+				n++
+			}
+		}
+		if n > bestN {
+			best, bestN = i, n
+		}
+	}
+	if best < 0 {
+		// Every yes said it: a quorum of them (success) leaves fewer than
+		// a quorum of others; an unconfirmed release has proved that
+		// those that did not answer are fewer than a quorum.
+		return rep
+	}
+	return r.replyAt(best)
+}
+
 // failure: the vote is lost. Fewer than a quorum answering is NOQUORUM;
 // otherwise the most common non-yes reply (nil for SET NX). A lost
 // acquisition that some masters granted may be a split vote (retry.go).
@@ -236,7 +292,7 @@ func (r *Request) releaseUnconfirmed() {
 	r.won = true
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] == replied && r.yesAt(i) {
-			r.reply = r.replyAt(i)
+			r.reply = r.releaseYes(r.replyAt(i))
 			return
 		}
 	}

@@ -56,6 +56,13 @@ type ScriptOp struct {
 	// NoIsNoop: a reply that is neither a yes nor an error proves the
 	// script wrote nothing on that master (no undo there).
 	NoIsNoop bool
+	// AbsentYes, for a Release: the yes reply the script gives both
+	// where there is no lock and where it deletes the caller's last count
+	// (Redisson before 3.10.6 answers 1 to either); it must be one of
+	// the common replies (AbsentYesSupported). The client hears it only
+	// when the masters that may still hold the token are fewer than a
+	// quorum (releaseYes, decide.go).
+	AbsentYes *resp.Reply
 	// Undo is the compensation of a failed Acquire; Token is where the
 	// script's token is (also for other kinds: a write that carries it);
 	// UndoExtra are constant members an UndoZRem removes besides the token,
@@ -198,6 +205,9 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 	r.nkeys, r.noReply, r.pttlAt, r.noIsNoop, r.t0, r.TTL = len(keys), op.No, int32(op.NoPTTLAt+1), op.NoIsNoop, t0, ttl
 	if !op.Preloaded {
 		r.load = op
+	}
+	if op.AbsentYes != nil && op.Kind == Release {
+		r.absentYes = rkOf(op.AbsentYes)
 	}
 	if op.Reentrant && (op.Kind == Acquire || op.Kind == Extend) {
 		r.reent = &reentState{extend: op.Kind == Extend}

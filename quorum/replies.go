@@ -39,6 +39,10 @@ func (r *Request) extOf() *reqExt {
 	return r.ext
 }
 
+// AbsentYesSupported reports whether rep can be a ScriptOp's AbsentYes:
+// one of the common replies, which a request records in a byte.
+func AbsentYesSupported(rep *resp.Reply) bool { return rkOf(rep) != rkExt }
+
 // rkOf is the kind rk records for rep, rkExt when rep is none of the
 // common replies. Only replies equal field for field to what the parser
 // returns for them qualify, so replyAt gives back exactly rep.

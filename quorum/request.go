@@ -118,6 +118,10 @@ type Request struct {
 
 	// What the operation is; set by its constructor (ops.go).
 	combine Combine // AggVote: which reply the client gets on success
+	// absentYes: a release whose yes reply where there is no lock is
+	// the one of a release of the caller's last count (analyze's
+	// AbsentIsYes), that reply's rk kind; 0: none (releaseYes).
+	absentYes uint8
 	// Key serializes the request behind others on the same key from this
 	// process (at most one quorum attempt per key in flight); "" = none.
 	Key   string

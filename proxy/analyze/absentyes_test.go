@@ -31,6 +31,13 @@ func TestAbsentAnswersYesLookalikes(t *testing.T) {
 			 if c > 0 then redis.call('pexpire', KEYS[1], ARGV[2]); return 0 end
 			 redis.call('del', KEYS[1]); return 1`,
 			"refused"},
+		{"answering where it is absent what no release answers",
+			`if redis.call('exists', KEYS[1]) == 0 then return 2 end
+			 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+			 local c = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+			 if c > 0 then redis.call('pexpire', KEYS[1], ARGV[2]); return 0 end
+			 redis.call('del', KEYS[1]); return 1`,
+			"refused"},
 		{"an error where it is absent",
 			`if redis.call('exists', KEYS[1]) == 0 then return redis.error_reply('no lock') end
 			 if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]); return 1 end

@@ -171,9 +171,12 @@ func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
 // keep a re-entrant holder's depth outnumber them in the reply the client
 // hears (quorum's commonYes). err is inferYes's refusal with every no.
 func (a *analysis) absentAnswersYes(sem *Semantics, f *finding, v *verdict, yes []Reply, data, strData bool, err error) (YesRule, error) {
-	var held, absent []Reply
+	var held, absent, deleted []Reply
 	for _, j := range v.judged {
 		if j.yes {
+			if a.lockDeletedBy(f, j.o) {
+				deleted = append(deleted, j.o.o.reply)
+			}
 			continue
 		}
 		if a.lockAbsentThrough(f, j.o) {
@@ -186,11 +189,27 @@ func (a *analysis) absentAnswersYes(sem *Semantics, f *finding, v *verdict, yes 
 		return YesRule{}, err
 	}
 	rule, err2 := inferYes(yes, held, data, strData)
-	if err2 != nil || !accepts(&rule, absent, true) {
+	if err2 != nil || !accepts(&rule, absent, true) || len(deleted) == 0 || !sameReplies(append(absent, deleted...)) {
+		// The engine counts the masters that answered that one reply as
+		// holding nothing any more (quorum's releaseYes): it must be
+		// the reply of a release that deleted the lock, and no other.
 		return YesRule{}, err
 	}
-	sem.AbsentIsYes = true
+	sem.AbsentIsYes, sem.AbsentReply = true, absent[0]
 	return rule, nil
+}
+
+// lockDeletedBy reports whether some lock key was there before o's run
+// and every one is absent after it.
+func (a *analysis) lockDeletedBy(f *finding, o *obs) bool {
+	before := false
+	for _, k := range f.keys {
+		before = before || o.o.pre[a.vals[k]] != nil
+		if o.o.r.db[a.vals[k]] != nil {
+			return false
+		}
+	}
+	return before
 }
 
 // lockAbsentThrough reports whether every lock key was absent before o's

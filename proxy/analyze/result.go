@@ -86,6 +86,8 @@ type Semantics struct {
 	// master without the lock votes yes, as one Redis tells the client
 	// "unlocked" (build.go, absentAnswersYes).
 	AbsentIsYes bool
+	// AbsentReply is that reply, with AbsentIsYes.
+	AbsentReply Reply
 
 	// Undo takes back what one master's yes to a failed acquisition wrote,
 	// per lock key; nil for kinds that do not acquire. NoIsNoop: a master's

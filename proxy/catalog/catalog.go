@@ -53,6 +53,10 @@ type Script struct {
 	// (SET without NX: rueidislock's ForceWithContext). Refused when the
 	// operator switches force acquisition off (proxy.Config.DenyForce).
 	Force bool
+	// AbsentYes, for a release: its yes reply where there is no lock,
+	// which is also its reply where it deleted the lock (analyze's
+	// AbsentIsYes; quorum.ScriptOp.AbsentYes).
+	AbsentYes *resp.Reply
 
 	// What the analyzer adds for scripts it understood (zero for the
 	// catalog's, whose layout the fields above say).
@@ -157,7 +161,7 @@ func (s *Script) finish() *Script {
 		SHA1: s.SHA1, Body: s.Body, RunAs: s.RunAs, Kind: s.Kind, Yes: s.Yes,
 		No: s.NoReply, NoPTTLAt: s.NoPTTLAt, Combine: s.Combine, NoIsNoop: s.NoIsNoop,
 		Undo: s.Undo, TokenConst: s.TokenConst, UndoExtra: s.UndoExtra, UndoField: s.UndoField,
-		Counter: s.Counter, CounterAt: s.CounterAt,
+		Counter: s.Counter, CounterAt: s.CounterAt, AbsentYes: s.AbsentYes,
 	}
 	if s.TokenArg > 0 {
 		op.Token = quorum.Arg{Keys: s.TokenInKeys, Index: s.TokenArg}
@@ -425,7 +429,8 @@ func (c *Catalog) add(s *Script, builtin bool) error {
 func sameVote(a, b *Script) bool {
 	return a.Kind == b.Kind && a.Yes.Same(&b.Yes) && a.Combine == b.Combine &&
 		a.TTLArg == b.TTLArg && a.TTLUnit == b.TTLUnit && a.TokenArg == b.TokenArg && a.NoIsNoop == b.NoIsNoop &&
-		a.NoReply.Equal(b.NoReply) && slices.Equal(a.OtherTTLs, b.OtherTTLs) && a.Force == b.Force
+		a.NoReply.Equal(b.NoReply) && slices.Equal(a.OtherTTLs, b.OtherTTLs) && a.Force == b.Force &&
+		(a.AbsentYes == nil) == (b.AbsentYes == nil) && (a.AbsentYes == nil || a.AbsentYes.Equal(*b.AbsentYes))
 }
 
 func indexOf(ss []*Script, s *Script) int {

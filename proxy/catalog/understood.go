@@ -41,6 +41,13 @@ func fromSemantics(body []byte, sha string, sem *analyze.Semantics, maxTTL time.
 		return nil, err
 	}
 	s.Yes = voteRuleOf(&sem.Yes)
+	if sem.AbsentIsYes {
+		rep := replyOf(sem.AbsentReply)
+		if !quorum.AbsentYesSupported(&rep) {
+			return nil, fmt.Errorf("it answers %s both where there is no lock and where it released one; lockproxy can count the masters that gave it only when it is :1, :0, +OK or nil", rep)
+		}
+		s.AbsentYes = &rep
+	}
 	s.NoReply = replyOf(sem.No.Reply)
 	s.NoPTTLAt = sem.No.PTTLAt
 	if sem.ReplyIsTTL {

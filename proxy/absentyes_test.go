@@ -1,0 +1,98 @@
+package proxy_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/redis/go-redis/v9"
+)
+
+// oldRedissonOps is redissonOps with the scripts of Redisson 2.6.0 to
+// 3.10.5, whose unlock answers 1 and publishes where the lock is absent
+// (analyze's AbsentIsYes), as where it deletes the holder's last count.
+func oldRedissonOps(t *testing.T, unlock string) redissonOps {
+	t.Helper()
+	body := func(name string) string {
+		b, err := os.ReadFile("analyze/testdata/redisson/" + name + ".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	return redissonOps{try: redis.NewScript(body("tryLockInner-2.2.4")), unlock: redis.NewScript(body(unlock)), name: "rlock"}
+}
+
+// unlockOld is unlockOnce with the old unlock's arguments (no publish
+// command in ARGV).
+func (o redissonOps) unlockOld(ctx context.Context, c redis.Scripter, token string) (string, error) {
+	v, err := o.unlock.Run(ctx, c, []string{o.name, "redisson_lock__channel:{" + o.name + "}"}, "0", "30000", token).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "nil", nil
+	case err != nil:
+		return "", err
+	}
+	if v.(int64) == 1 {
+		return "1", nil
+	}
+	return "0", nil
+}
+
+// TestOldRedissonUnlockAbsentMasterFirst: A locks twice with master 0
+// away (masters 1 and 2 hold it at depth 2, master 0 lacks it, within
+// Redlock's fault model), then unlocks once while master 2 is cut off. On
+// one Redis that unlock answers 0: A still holds one level, and Redisson
+// before 3.10.6 keeps renewing it only when it hears 0. Through lockproxy
+// master 0 answers 1 (no lock there, a yes by AbsentIsYes) and master 1
+// answers 0: a tie that commonYes broke by master order, so A heard
+// "released" while masters 1 and 2, a quorum, still held its lock, and its
+// watchdog stopped (found by review). Redisson 3.10.6's unlock, which
+// answers nil where there is no lock, is the control.
+func TestOldRedissonUnlockAbsentMasterFirst(t *testing.T) {
+	t.Parallel()
+	for _, unlock := range []string{"unlockInner-2.2.4", "unlockInner-3.10.6"} {
+		t.Run(unlock, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			ops := oldRedissonOps(t, unlock)
+			const tokA = "uuidA:1"
+			one := redisproc.ForTest(t, 1)[0]
+			rc := redis.NewClient(&redis.Options{Addr: one.Addr, Protocol: 2})
+			defer rc.Close()
+			for range 2 {
+				if r, err := ops.tryLock(ctx, rc, tokA); err != nil || r != "granted" {
+					t.Fatalf("one Redis: A's lock: %q %v", r, err)
+				}
+			}
+			if r, err := ops.unlockOld(ctx, rc, tokA); err != nil || r != "0" {
+				t.Fatalf("one Redis: A's first of two unlocks: %q %v; the control is wrong", r, err)
+			}
+
+			c, relays := startRelayed(t, 3)
+			a := c.client()
+			c.partition(relays, 0)
+			for range 2 {
+				if r, err := ops.tryLock(ctx, a, tokA); err != nil || r != "granted" {
+					t.Fatalf("A's lock with master 0 away: %q %v", r, err)
+				}
+			}
+			c.heal(relays, 0)
+			c.partition(relays, 2)
+			r, err := ops.unlockOld(ctx, a, tokA)
+			if err != nil {
+				t.Fatalf("A's first of two unlocks: %v", err)
+			}
+			counts := ops.counts(c, tokA)
+			t.Logf("A's first of two unlocks with master 2 away: %s; counts %q", r, counts)
+			if held := count(counts, "1") + count(counts, "2"); held < 2 {
+				t.Fatalf("counts %q: the lock is not on a quorum, the scenario is wrong", counts)
+			}
+			if r != "0" {
+				t.Errorf("A's first of two unlocks answered %s while a quorum holds its lock (counts %q); one Redis 0", r, counts)
+			}
+		})
+	}
+}
