@@ -128,6 +128,51 @@ end
 return lockproxy_reply`)
 }
 
+// WrapAbsentYes returns the script the masters run for a release whose
+// reply where there is no lock is rep, its reply where it deleted the
+// lock (ScriptOp.AbsentYes): where every lock key is absent it answers rep
+// and runs nothing of the body. Redisson's unlock before 3.10.6 also
+// publishes its release message there; a master that lacks a lock a
+// quorum holds (at most N-Q of them) then published one at the holder's
+// unlock at depth 2, which subscribers heard while the lock was still
+// held, and whose copy from that master took the place of the real
+// release message's, lost when the master was away at the last unlock
+// (found by review). Where every master lacks the lock no message is
+// sent: a waiter then retries when its wait for the lock's TTL ends, as
+// after an expiry. keys are the lock's keys; each, with eachKey, every
+// KEYS.
+func WrapAbsentYes(body string, keys []Arg, each bool, rep resp.Reply) (string, error) {
+	var ret string
+	switch k := rkOf(&rep); k {
+	case rkOK:
+		ret = "redis.status_reply('OK')"
+	case rkNil:
+		ret = "false"
+	case rkZero, rkOne:
+		ret = strconv.Itoa(int(rep.Int))
+	default:
+		return "", fmt.Errorf("a release whose reply where there is no lock is %s, not :1, :0, +OK or nil", rep)
+	}
+	cond := "#KEYS > 0 and redis.call('EXISTS', unpack(KEYS)) == 0"
+	if !each {
+		if len(keys) == 0 {
+			return "", fmt.Errorf("a release with no lock key")
+		}
+		var b strings.Builder
+		for i, k := range keys {
+			if k.Index < 1 {
+				return "", fmt.Errorf("a release whose lock key is not an argument")
+			}
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(k.lua())
+		}
+		cond = "redis.call('EXISTS', " + b.String() + ") == 0"
+	}
+	return wrap2(body, "if "+cond+" then return "+ret+" end\n", "return lockproxy_reply")
+}
+
 // wrap runs body as a function whose reply is lockproxy_reply, then tail.
 // A shebang line stays first.
 func wrap(body, tail string) (string, error) { return wrap2(body, "", tail) }

@@ -165,6 +165,20 @@ func (s *Script) wrap(sem *analyze.Semantics) error {
 		}
 		s.Reentrant, wrapped = true, true
 	}
+	if s.AbsentYes != nil {
+		keys := make([]quorum.Arg, 0, len(s.LockKeys)+1)
+		for _, k := range s.LockKeys {
+			keys = append(keys, quorum.Arg{Keys: true, Index: k})
+		}
+		if s.KeyArg > 0 {
+			keys = append(keys, quorum.Arg{Index: s.KeyArg})
+		}
+		var err error
+		if body, err = quorum.WrapAbsentYes(body, keys, sem.EachKey, *s.AbsentYes); err != nil {
+			return fmt.Errorf("it is %s", err)
+		}
+		wrapped = true
+	}
 	if wrapped {
 		s.masterBody, s.masterSHA = body, quorum.ScriptSHA1(body)
 	}
