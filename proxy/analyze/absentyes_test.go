@@ -8,8 +8,9 @@ import (
 // TestAbsentAnswersYesLookalikes: a release may answer its success reply
 // where there is no lock (Redisson before 3.10.6, TestVersionScripts)
 // only when that reply tells nothing else apart: it must still tell every
-// other "not released" from a release, and the script must leave the
-// absent lock absent.
+// other "not released" from a release, it must be the reply of a release
+// that deleted the lock, and the script must write nothing there (the
+// masters that lack the lock do not run it, quorum.WrapAbsentYes).
 func TestAbsentAnswersYesLookalikes(t *testing.T) {
 	for _, c := range []struct{ name, body, want string }{
 		{"a string lock's compare-and-delete answering 1 when absent",
@@ -37,6 +38,18 @@ func TestAbsentAnswersYesLookalikes(t *testing.T) {
 			 local c = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 			 if c > 0 then redis.call('pexpire', KEYS[1], ARGV[2]); return 0 end
 			 redis.call('del', KEYS[1]); return 1`,
+			"refused"},
+		{"deleting another key where it is absent",
+			`if redis.call('exists', KEYS[1]) == 0 then redis.call('del', KEYS[3]); redis.call('publish', KEYS[2], ARGV[1]); return 1 end
+			 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+			 local c = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+			 if c > 0 then redis.call('pexpire', KEYS[1], ARGV[2]); return 0 end
+			 redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1`,
+			"refused"},
+		{"counting where it is absent",
+			`if redis.call('exists', KEYS[1]) == 0 then redis.call('incr', KEYS[2]); return 1 end
+			 if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]); return 1 end
+			 return 0`,
 			"refused"},
 		{"an error where it is absent",
 			`if redis.call('exists', KEYS[1]) == 0 then return redis.error_reply('no lock') end

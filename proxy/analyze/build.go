@@ -180,6 +180,13 @@ func (a *analysis) absentAnswersYes(sem *Semantics, f *finding, v *verdict, yes 
 			continue
 		}
 		if a.lockAbsentThrough(f, j.o) {
+			if !writesNothing(j.o) {
+				// The masters that lack the lock do not run the script
+				// (quorum.WrapAbsentYes): what it writes there would be
+				// left undone. Its publications are hints a waiter does
+				// without.
+				return YesRule{}, err
+			}
 			absent = append(absent, j.o.o.reply)
 		} else {
 			held = append(held, j.o.o.reply)
@@ -197,6 +204,17 @@ func (a *analysis) absentAnswersYes(sem *Semantics, f *finding, v *verdict, yes 
 	}
 	sem.AbsentIsYes, sem.AbsentReply = true, absent[0]
 	return rule, nil
+}
+
+// writesNothing reports whether o's run called no command that writes a
+// key (PUBLISH writes none), whatever the keys held.
+func writesNothing(o *obs) bool {
+	for _, c := range o.o.r.calls {
+		if !readOnly[c.name] {
+			return false
+		}
+	}
+	return true
 }
 
 // lockDeletedBy reports whether some lock key was there before o's run

@@ -1,0 +1,63 @@
+package catalog
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/resp"
+	"github.com/lockproxy/lockproxy/proxy/analyze"
+)
+
+// TestAbsentYesRun: a release that answers where there is no lock as where
+// it deleted it (analyze's AbsentIsYes) runs on the masters behind
+// quorum.WrapAbsentYes with that reply as ScriptOp.AbsentYes, which the
+// engine keeps in a byte: a reply that is not :1, :0, +OK or nil is
+// refused, saying why.
+func TestAbsentYesRun(t *testing.T) {
+	b, err := os.ReadFile("../analyze/testdata/redisson/unlockInner-2.2.4.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, body, refusal string }{
+		{"Redisson 2.6.0-3.10.5's unlock", string(b), ""},
+		{"an array reply",
+			`if redis.call('exists', KEYS[1]) == 0 then return {1} end
+			 if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]); return {1} end
+			 return {0}`,
+			"only when it is :1, :0, +OK or nil"},
+		{"a bulk reply",
+			`if redis.call('exists', KEYS[1]) == 0 then return 'released' end
+			 if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]); return 'released' end
+			 return 'not-owner'`,
+			"only when it is :1, :0, +OK or nil"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sem, err := analyze.Analyze([]byte(c.body), analyze.Options{})
+			if err != nil {
+				t.Fatalf("the analyzer refused it: %v", err)
+			}
+			if !sem.AbsentIsYes {
+				t.Fatalf("understood as %s, not absent-is-yes", sem)
+			}
+			s, err := fromSemantics([]byte(c.body), "0000000000000000000000000000000000000005", sem, time.Minute, 0.01)
+			if c.refusal != "" {
+				if err == nil || !strings.Contains(err.Error(), c.refusal) {
+					t.Fatalf("got %v, want a refusal saying %q", err, c.refusal)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			op := s.Op()
+			if op.AbsentYes == nil || !op.AbsentYes.Equal(resp.Reply{Type: resp.Integer, Int: 1}) {
+				t.Errorf("AbsentYes %v, want :1", op.AbsentYes)
+			}
+			if want := "if redis.call('EXISTS', KEYS[1]) == 0 then return 1 end"; !strings.Contains(op.Body, want) {
+				t.Errorf("the masters run %q, want it to hold %q", op.Body, want)
+			}
+		})
+	}
+}
