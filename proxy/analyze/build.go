@@ -167,9 +167,14 @@ func (a *analysis) replies(sem *Semantics, f *finding, v *verdict) error {
 // every other no from every yes, a master where the lock is absent votes
 // yes. Safe: such a master holds nothing to release and the script left
 // the lock absent there; at most N-Q masters lack a lock a quorum holds,
-// so a stranger's release still loses the vote, and the Q masters that
-// keep a re-entrant holder's depth outnumber them in the reply the client
-// hears (quorum's commonYes). err is inferYes's refusal with every no.
+// so a stranger's release still loses the vote. Their reply, which must
+// be the one a release that deleted the lock gives, is not enough to
+// outnumber by count: with a holder cut off they tie with a quorum's
+// count left, so the engine hears it as "released" only when fewer than
+// a quorum may still hold the token (AbsentReply; quorum's releaseYes),
+// and they answer it without running the script, which must write
+// nothing there (quorum.WrapAbsentYes). err is inferYes's refusal with
+// every no.
 func (a *analysis) absentAnswersYes(sem *Semantics, f *finding, v *verdict, yes []Reply, data, strData bool, err error) (YesRule, error) {
 	var held, absent, deleted []Reply
 	for _, j := range v.judged {
