@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/lockproxy/lockproxy/internal/redisproc"
 	"github.com/redis/go-redis/v9"
@@ -94,5 +95,66 @@ func TestOldRedissonUnlockAbsentMasterFirst(t *testing.T) {
 				t.Errorf("A's first of two unlocks answered %s while a quorum holds its lock (counts %q); one Redis 0", r, counts)
 			}
 		})
+	}
+}
+
+// TestOldRedissonUnlockAfterRestartQuarantine: the same through a master
+// restart. A holds the lock at depth 2 on every master and renews it (the
+// watchdog) while master 0 restarts empty and sits out its quarantine;
+// then master 0 votes without the lock, and A's first of two unlocks with
+// master 2 cut off must still answer 0.
+func TestOldRedissonUnlockAfterRestartQuarantine(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ops := oldRedissonOps(t, "unlockInner-2.2.4")
+	b, err := os.ReadFile("analyze/testdata/redisson/renewExpiration-2.6.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renew := redis.NewScript(string(b))
+	const tokA, lease = "uuidA:1", 1000
+	c, relays := startRelayed(t, 3, withQuarantine(2*time.Second))
+	c.waitVoting(3)
+	a := c.client()
+	for range 2 {
+		if _, err := ops.try.Run(ctx, a, []string{ops.name}, lease, tokA).Result(); !errors.Is(err, redis.Nil) {
+			t.Fatalf("A's lock: %v, want nil (granted)", err)
+		}
+	}
+	if err := c.masters[0].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// The watchdog renews every third of the lease while master 0 is
+	// seen restarted, quarantined (max_ttl, longer than the lease) and
+	// voting again.
+	deadline := time.Now().Add(15 * time.Second)
+	renewUntil := func(done func() bool, what string) {
+		t.Helper()
+		for !done() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 15s: %+v", what, c.engine.Masters())
+			}
+			if v, err := renew.Run(ctx, a, []string{ops.name}, lease, tokA).Int64(); err != nil || v != 1 {
+				t.Fatalf("A's renewal: %d %v", v, err)
+			}
+			time.Sleep(lease / 3 * time.Millisecond)
+		}
+	}
+	renewUntil(func() bool { return c.voting() < 3 }, "master 0 quarantined")
+	renewUntil(func() bool { return c.voting() == 3 }, "master 0 voting again")
+	if got, _ := c.masters[0].Do("EXISTS", ops.name); got != "0" {
+		t.Fatalf("master 0 has the lock after its restart (EXISTS %s): the scenario is wrong", got)
+	}
+	c.partition(relays, 2)
+	v, err := ops.unlock.Run(ctx, a, []string{ops.name, "redisson_lock__channel:{" + ops.name + "}"}, "0", lease, tokA).Int64()
+	if err != nil {
+		t.Fatalf("A's first of two unlocks: %v", err)
+	}
+	counts := ops.counts(c, tokA)
+	if held := count(counts, "1") + count(counts, "2"); held < 2 {
+		t.Fatalf("counts %q: the lock is not on a quorum, the scenario is wrong", counts)
+	}
+	if v != 0 {
+		t.Errorf("A's first of two unlocks answered %d while a quorum holds its lock (counts %q); one Redis 0", v, counts)
 	}
 }
