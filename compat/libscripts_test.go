@@ -125,6 +125,14 @@ var libScripts = []libScript{
 	{name: "Elixir redlock extend", keys: []string{"$K"}, argv: []string{"$TOK", "$TTL"}, body: "  if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"pexpire\",KEYS[1],ARGV[2],\"GT\")\n  else\n    return redis.error_reply('NOT LOCKED')\n  end\n"},
 	{name: "Elixir redlock extend, longer", keys: []string{"$K"}, argv: []string{"$TOK", "8000"}, body: "  if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"pexpire\",KEYS[1],ARGV[2],\"GT\")\n  else\n    return redis.error_reply('NOT LOCKED')\n  end\n"},
 	{name: "Elixir redlock unlock", keys: []string{"$K"}, argv: []string{"$TOK"}, body: "  if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"del\",KEYS[1])\n  else\n    return 0\n  end\n"},
+	// baomidou/lock4j 381551f5fe RedisTemplateLockExecutor.java (Java,
+	// Spring's RedisTemplate): the acquire is a script, the unlock
+	// answers the strings "true" and "false".
+	{name: "lock4j lock", keys: []string{"$K"}, argv: []string{"$TOK", "$TTL"}, body: "return redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2])"},
+	{name: "lock4j unlock", keys: []string{"$K"}, argv: []string{"$TOK"}, body: "if redis.call('get',KEYS[1]) == ARGV[1] then return tostring(redis.call('del', KEYS[1])==1) else return 'false' end"},
+	{name: "lock4j renewal", keys: []string{"$K"}, argv: []string{"$TOK", "$TTL"}, body: "if redis.call('get', KEYS[1]) ==ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else  return 0  end"},
+	// badboy/redlock-rs 3b62edc59f src/redlock.rs (Rust).
+	{name: "redlock-rs unlock", keys: []string{"$K"}, argv: []string{"$TOK"}, body: "if redis.call('get',KEYS[1]) == ARGV[1] then\n                                return redis.call('del',KEYS[1])\n                              else\n                                return 0\n                              end"},
 	// hexcowboy/rslock e5d7583120 src/lock.rs (Rust).
 	{name: "rslock unlock", keys: []string{"$K"}, argv: []string{"$TOK"}, body: "\nif redis.call(\"GET\", KEYS[1]) == ARGV[1] then\n  return redis.call(\"DEL\", KEYS[1])\nelse\n  return 0\nend\n"},
 	{name: "rslock extend", keys: []string{"$K"}, argv: []string{"$TOK", "$TTL"}, body: "\nif redis.call(\"get\", KEYS[1]) ~= ARGV[1] then\n  return 0\nelse\n  if redis.call(\"set\", KEYS[1], ARGV[1], \"PX\", ARGV[2]) ~= nil then\n    return 1\n  else\n    return 0\n  end\nend\n"},
