@@ -202,23 +202,26 @@ func (r *Request) commonYes() resp.Reply {
 }
 
 // releaseYes is the yes reply a release's client hears instead of rep.
-// A release whose script answers where there is no lock as where it
-// deletes the caller's last count (absentYes, analyze's AbsentIsYes) gets
-// that reply from masters that lack the lock: it says "released" only
+// A release whose yes reply where it deleted the lock differs from the
+// one where a count is left (deletedYes: a re-entrant release, Redisson's
+// unlock answering 1 and 0; or a script that answers the deleting reply
+// where there is no lock, analyze's AbsentIsYes) says "released" only
 // when the masters that may still hold the token (all but those that
-// answered it and those that answered "not yours") are fewer than a
-// quorum. Otherwise the client hears the most common other yes reply (a
-// re-entrant holder's count left). By count alone, a tie between the
-// masters that lack the lock and those that answered a count left, with
-// another holder unanswered (a master cut off), let a holder at depth 2
-// hear "released" while a quorum still held its lock (found by review).
-// r.mu is held.
+// answered the deleting reply and those that answered "not yours") are
+// fewer than a quorum. Otherwise the client hears the most common other
+// yes reply (the holder's count left). By count alone, a tie between the
+// masters that deleted their copy (one level short: a re-entry or a
+// restart they missed) or lack the lock, and those that answered a count
+// left, with another holder unanswered (a master cut off), let a holder
+// at depth 2 hear "released" while a quorum still held its lock (found by
+// review, first for the absent reply). When every master agrees the
+// reply is the same as by count. r.mu is held.
 func (r *Request) releaseYes(rep resp.Reply) resp.Reply {
-	if r.absentYes == 0 || r.kind != Release {
+	if r.deletedYes == 0 || r.kind != Release {
 		return rep
 	}
-	absent := commonReply(r.absentYes)
-	if !rep.Equal(absent) {
+	deleted := commonReply(r.deletedYes)
+	if !rep.Equal(deleted) {
 		return rep
 	}
 	gone := 0
@@ -226,7 +229,7 @@ func (r *Request) releaseYes(rep resp.Reply) resp.Reply {
 		if r.state[i] != replied {
 			continue
 		}
-		if at := r.replyAt(i); r.yesAt(i) && at.Equal(absent) || !r.yesAt(i) && at.Type != resp.Error {
+		if at := r.replyAt(i); r.yesAt(i) && at.Equal(deleted) || !r.yesAt(i) && at.Type != resp.Error {
 			gone++
 		}
 	}
@@ -235,7 +238,7 @@ func (r *Request) releaseYes(rep resp.Reply) resp.Reply {
 	}
 	best, bestN := -1, 0
 	for i := 0; i < r.e.n; i++ {
-		if r.state[i] != replied || !r.yesAt(i) || r.replyAt(i).Equal(absent) {
+		if r.state[i] != replied || !r.yesAt(i) || r.replyAt(i).Equal(deleted) {
 			continue
 		}
 		n := 0

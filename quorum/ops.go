@@ -63,6 +63,14 @@ type ScriptOp struct {
 	// when the masters that may still hold the token are fewer than a
 	// quorum (releaseYes, decide.go).
 	AbsentYes *resp.Reply
+	// DeletedYes, for a Release: its yes reply where it deleted the lock,
+	// when another yes reply says a count is left (a re-entrant release:
+	// Redisson's unlock answers 1 and 0) or comes from a master without
+	// the lock (AbsentYes, the same reply). It must be one of the common
+	// replies (AbsentYesSupported). The client hears it over a count left
+	// only when the masters that may still hold the token are fewer than
+	// a quorum (releaseYes, decide.go).
+	DeletedYes *resp.Reply
 	// Undo is the compensation of a failed Acquire; Token is where the
 	// script's token is (also for other kinds: a write that carries it);
 	// UndoExtra are constant members an UndoZRem removes besides the token,
@@ -206,8 +214,12 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 	if !op.Preloaded {
 		r.load = op
 	}
-	if op.AbsentYes != nil && op.Kind == Release {
-		r.absentYes = rkOf(op.AbsentYes)
+	switch {
+	case op.Kind != Release:
+	case op.DeletedYes != nil:
+		r.deletedYes = rkOf(op.DeletedYes)
+	case op.AbsentYes != nil:
+		r.deletedYes = rkOf(op.AbsentYes) // also the reply where it deletes
 	}
 	if op.Reentrant && (op.Kind == Acquire || op.Kind == Extend) {
 		r.reent = &reentState{extend: op.Kind == Extend}

@@ -39,8 +39,8 @@ func (r *Request) extOf() *reqExt {
 	return r.ext
 }
 
-// AbsentYesSupported reports whether rep can be a ScriptOp's AbsentYes:
-// one of the common replies, which a request records in a byte.
+// AbsentYesSupported reports whether rep can be a ScriptOp's AbsentYes or
+// DeletedYes: one of the common replies, which a request records in a byte.
 func AbsentYesSupported(rep *resp.Reply) bool { return rkOf(rep) != rkExt }
 
 // rkOf is the kind rk records for rep, rkExt when rep is none of the

@@ -118,10 +118,11 @@ type Request struct {
 
 	// What the operation is; set by its constructor (ops.go).
 	combine Combine // AggVote: which reply the client gets on success
-	// absentYes: a release whose yes reply where there is no lock is
-	// the one of a release of the caller's last count (analyze's
-	// AbsentIsYes), that reply's rk kind; 0: none (releaseYes).
-	absentYes uint8
+	// deletedYes: a release's yes reply where it deleted the lock, when
+	// other yes replies say a count is left or come from masters without
+	// the lock (ScriptOp.DeletedYes, AbsentYes), that reply's rk kind; 0:
+	// none (releaseYes).
+	deletedYes uint8
 	// Key serializes the request behind others on the same key from this
 	// process (at most one quorum attempt per key in flight); "" = none.
 	Key   string

@@ -67,6 +67,7 @@ func (a *analysis) semantics(f *finding, v *verdict) (*Semantics, error) {
 	if err := a.replies(sem, f, v); err != nil {
 		return nil, err
 	}
+	a.deletedReply(sem, f, v)
 	if err := a.checkAux(sem, f, v); err != nil {
 		return nil, err
 	}

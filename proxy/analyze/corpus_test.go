@@ -83,12 +83,12 @@ var corpus = map[string]corpusWant{
 	// 1 when the last re-entry is released (and KEYS[2] is published to),
 	// 0 when one of several is, with the lock's TTL re-set from ARGV[2];
 	// nil when the caller does not hold it.
-	"redisson-3.17_unlockInner": {sem: `reentrant-release hash keys=KEYS[1] token=ARGV[3] yes=integer >= 0 no=nil`,
+	"redisson-3.17_unlockInner": {sem: `reentrant-release hash keys=KEYS[1] token=ARGV[3] yes=integer >= 0 no=nil deleted=:1`,
 		other: []string{"KEYS[1] expires after ARGV[2] ms"}, publish: []string{"publish KEYS[2] ARGV[1]"}},
-	"redisson-3.23_unlockInner": {sem: `reentrant-release hash keys=KEYS[1] token=ARGV[3] yes=integer >= 0 no=nil`,
+	"redisson-3.23_unlockInner": {sem: `reentrant-release hash keys=KEYS[1] token=ARGV[3] yes=integer >= 0 no=nil deleted=:1`,
 		other: []string{"KEYS[1] expires after ARGV[2] ms"}, publish: []string{"ARGV[4] KEYS[2] ARGV[1]"}},
 	// KEYS[3] is an idempotency latch: set to the result with PX ARGV[5].
-	"redisson-4.x_unlockInner": {sem: `reentrant-release hash keys=KEYS[1] token=ARGV[3] yes=integer >= 0 no=nil`,
+	"redisson-4.x_unlockInner": {sem: `reentrant-release hash keys=KEYS[1] token=ARGV[3] yes=integer >= 0 no=nil deleted=:1`,
 		other: []string{"KEYS[3] expires after ARGV[5] ms", "KEYS[1] expires after ARGV[2] ms"}, publish: []string{"ARGV[4] KEYS[2] ARGV[1]"}, min: "3/5"},
 	"redisson-3.40_renewExpiration": {sem: `extend hash keys=KEYS[1] token=ARGV[2] ttl=ARGV[1] ms yes=integer 1 no=:0`},
 	"redisson-4.x_forceUnlock": {sem: `release force any keys=KEYS[1] tokenless yes=integer 1 no=:0`,

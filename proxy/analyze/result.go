@@ -88,6 +88,14 @@ type Semantics struct {
 	AbsentIsYes bool
 	// AbsentReply is that reply, with AbsentIsYes.
 	AbsentReply Reply
+	// DeletedReply, for a release: its yes reply where it deleted the
+	// lock, when another yes reply says a count is left (a re-entrant
+	// release: Redisson's unlock answers 1 and 0) or the lock was absent
+	// (AbsentIsYes). The engine counts the masters that gave it as
+	// holding nothing, and lets it reach the client over a count left
+	// only when fewer than a quorum may still hold the token (quorum's
+	// releaseYes; deletedReply). Nil when one reply says both.
+	DeletedReply *Reply
 
 	// Undo takes back what one master's yes to a failed acquisition wrote,
 	// per lock key; nil for kinds that do not acquire. NoIsNoop: a master's
@@ -233,6 +241,9 @@ func (s *Semantics) String() string {
 	}
 	if s.AbsentIsYes {
 		b.WriteString(" absent-is-yes")
+	}
+	if s.DeletedReply != nil {
+		b.WriteString(" deleted=" + s.DeletedReply.String())
 	}
 	if u := s.Undo; u != nil {
 		fmt.Fprintf(&b, " undo=%s(%s", u.Op, u.Token)

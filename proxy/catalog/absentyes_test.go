@@ -61,3 +61,50 @@ func TestAbsentYesRun(t *testing.T) {
 		})
 	}
 }
+
+// TestDeletedYesRun: a re-entrant release whose yes reply where it deleted
+// the lock differs from the one where a count is left (analyze's
+// DeletedReply) runs with that reply as ScriptOp.DeletedYes; one the engine cannot keep in a byte is refused, saying why, since the
+// engine could not keep it from outvoting a count left.
+func TestDeletedYesRun(t *testing.T) {
+	b, err := os.ReadFile("../analyze/testdata/redisson/unlockInner-3.24.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, body, refusal string }{
+		{"Redisson 3.24's unlock", string(b), ""},
+		{"a 2 where it deleted",
+			`if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end
+			 local c = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+			 if c > 0 then return 0 end
+			 redis.call('del', KEYS[1]); return 2`,
+			"only when that reply is :1, :0, +OK or nil"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sem, err := analyze.Analyze([]byte(c.body), analyze.Options{})
+			if err != nil {
+				t.Fatalf("the analyzer refused it: %v", err)
+			}
+			if sem.DeletedReply == nil {
+				t.Fatalf("understood as %s, with no deleted reply", sem)
+			}
+			s, err := fromSemantics([]byte(c.body), "0000000000000000000000000000000000000006", sem, time.Minute, 0.01)
+			if c.refusal != "" {
+				if err == nil || !strings.Contains(err.Error(), c.refusal) {
+					t.Fatalf("got %v, want a refusal saying %q", err, c.refusal)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			op := s.Op()
+			if op.DeletedYes == nil || !op.DeletedYes.Equal(resp.Reply{Type: resp.Integer, Int: 1}) {
+				t.Errorf("DeletedYes %v, want :1", op.DeletedYes)
+			}
+			if op.AbsentYes != nil {
+				t.Errorf("AbsentYes %v, want none: the masters without the lock answer nil", op.AbsentYes)
+			}
+		})
+	}
+}

@@ -57,6 +57,10 @@ type Script struct {
 	// which is also its reply where it deleted the lock (analyze's
 	// AbsentIsYes; quorum.ScriptOp.AbsentYes).
 	AbsentYes *resp.Reply
+	// DeletedYes, for a release: its yes reply where it deleted the lock,
+	// when another yes says a count is left (analyze's DeletedReply;
+	// quorum.ScriptOp.DeletedYes).
+	DeletedYes *resp.Reply
 
 	// What the analyzer adds for scripts it understood (zero for the
 	// catalog's, whose layout the fields above say).
@@ -161,7 +165,7 @@ func (s *Script) finish() *Script {
 		SHA1: s.SHA1, Body: s.Body, RunAs: s.RunAs, Kind: s.Kind, Yes: s.Yes,
 		No: s.NoReply, NoPTTLAt: s.NoPTTLAt, Combine: s.Combine, NoIsNoop: s.NoIsNoop,
 		Undo: s.Undo, TokenConst: s.TokenConst, UndoExtra: s.UndoExtra, UndoField: s.UndoField,
-		Counter: s.Counter, CounterAt: s.CounterAt, AbsentYes: s.AbsentYes,
+		Counter: s.Counter, CounterAt: s.CounterAt, AbsentYes: s.AbsentYes, DeletedYes: s.DeletedYes,
 	}
 	if s.TokenArg > 0 {
 		op.Token = quorum.Arg{Keys: s.TokenInKeys, Index: s.TokenArg}
@@ -430,7 +434,12 @@ func sameVote(a, b *Script) bool {
 	return a.Kind == b.Kind && a.Yes.Same(&b.Yes) && a.Combine == b.Combine &&
 		a.TTLArg == b.TTLArg && a.TTLUnit == b.TTLUnit && a.TokenArg == b.TokenArg && a.NoIsNoop == b.NoIsNoop &&
 		a.NoReply.Equal(b.NoReply) && slices.Equal(a.OtherTTLs, b.OtherTTLs) && a.Force == b.Force &&
-		(a.AbsentYes == nil) == (b.AbsentYes == nil) && (a.AbsentYes == nil || a.AbsentYes.Equal(*b.AbsentYes))
+		sameReplyPtr(a.AbsentYes, b.AbsentYes) && sameReplyPtr(a.DeletedYes, b.DeletedYes)
+}
+
+// sameReplyPtr reports whether a and b are both nil or equal replies.
+func sameReplyPtr(a, b *resp.Reply) bool {
+	return (a == nil) == (b == nil) && (a == nil || a.Equal(*b))
 }
 
 func indexOf(ss []*Script, s *Script) int {

@@ -48,6 +48,16 @@ func fromSemantics(body []byte, sha string, sem *analyze.Semantics, maxTTL time.
 		}
 		s.AbsentYes = &rep
 	}
+	if sem.DeletedReply != nil {
+		rep := replyOf(*sem.DeletedReply)
+		if !quorum.AbsentYesSupported(&rep) {
+			// The engine must count the masters that deleted their copy
+			// apart from those that still hold a count, or a tie with a
+			// holder cut off answers "released" while a quorum holds it.
+			return nil, fmt.Errorf("it answers %s where it deleted the lock and another reply where a count is left; lockproxy can count the masters that deleted it only when that reply is :1, :0, +OK or nil", rep)
+		}
+		s.DeletedYes = &rep
+	}
 	s.NoReply = replyOf(sem.No.Reply)
 	s.NoPTTLAt = sem.No.PTTLAt
 	if sem.ReplyIsTTL {
