@@ -28,6 +28,8 @@ type held struct {
 	need     int   // copies that deliver it
 	deadline int64 // on h.dd's clock: delivered then, whatever the count
 	ready    bool
+	ord      int64    // place in the record's holdq, ascending (order.go)
+	seq      []uint64 // per master: its copy's number in what it sent (0: none yet)
 }
 
 // upMask is the masters whose subscriber connection is up: each may have
@@ -43,7 +45,9 @@ func (h *Hub) upMask() uint16 {
 }
 
 // heldSize is what a held message keeps.
-func heldSize(m *Message) int64 { return int64(len(m.Pattern)+len(m.Channel)+len(m.Payload)) + 64 }
+func (h *Hub) heldSize(m *Message) int64 {
+	return int64(len(m.Pattern)+len(m.Channel)+len(m.Payload)) + 96 + 8*int64(len(h.masters))
+}
 
 // onCopy handles one copy of a message for record r from master i.
 func (h *Hub) onCopy(r *record, i int, m Message) {
@@ -55,14 +59,14 @@ func (h *Hub) onCopy(r *record, i int, m Message) {
 		return
 	}
 	need := min(h.cfg.Quorum, bits.OnesCount16(r.confirmed|1<<i))
-	size := heldSize(&m)
+	size := h.heldSize(&m)
 	if need <= 1 || e == nil || h.heldBytes+size > h.cfg.MaxHeldBytes {
-		h.deliverNext(r, m)
+		h.deliverNext(r, i, m)
 		return
 	}
 	e.got = 1
 	e.hold = &held{m: m, need: need, deadline: h.dd.now() + int64(h.cfg.HoldBack)}
-	r.holdq = append(r.holdq, e)
+	h.enqueue(r, i, e)
 	h.holdq = append(h.holdq, e)
 	h.heldBytes += size
 	h.armHold()
@@ -77,26 +81,28 @@ func (h *Hub) onOwedCopy(r *record, i int, e *entry, m Message) {
 	e.got++
 	switch {
 	case e.hold != nil:
+		h.noteCopy(r, i, e) // may move e behind a message i sent before
 		if !e.hold.ready && e.got >= e.hold.need {
 			e.hold.ready = true
-			h.flushHeld(r)
 		}
+		h.flushHeld(r)
 	case e.late != nil && e.got >= e.late.need:
 		if h.masters[i].pongs >= e.late.fence[i] {
 			h.stats.HeldRedelivered++
-			h.deliverNext(r, m)
+			h.deliverNext(r, i, m)
 		}
 		e.late = nil // its quorum came: delivered on it, or read late
 	}
 }
 
-// deliverNext delivers m at once, or behind r's held messages, in order.
-func (h *Hub) deliverNext(r *record, m Message) {
+// deliverNext delivers m, a copy from master i, at once, or behind r's
+// held messages, in order.
+func (h *Hub) deliverNext(r *record, i int, m Message) {
 	if len(r.holdq) == 0 {
 		h.fanout(r, m)
 		return
 	}
-	r.holdq = append(r.holdq, &entry{rec: r, hold: &held{m: m, ready: true}})
+	h.enqueue(r, i, &entry{rec: r, hold: &held{m: m, ready: true}})
 }
 
 // flushHeld delivers r's held messages from the oldest while they are
@@ -120,7 +126,7 @@ func (h *Hub) flushHeld(r *record) {
 // release forgets e's held message once delivered or dropped.
 func (h *Hub) release(e *entry) {
 	if e.hold.need > 0 {
-		h.heldBytes -= heldSize(&e.hold.m)
+		h.heldBytes -= h.heldSize(&e.hold.m)
 	}
 	e.hold = nil
 }
@@ -130,7 +136,7 @@ func (h *Hub) dropHeld(r *record) {
 	for _, e := range r.holdq {
 		h.release(e)
 	}
-	r.holdq = nil
+	r.holdq, r.last = nil, nil
 }
 
 // armHold sets the timer to the earliest deadline of a held message.

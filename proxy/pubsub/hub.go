@@ -117,7 +117,9 @@ type record struct {
 	internal  bool   // the events channel: always subscribed, no subscribers
 	fifo      map[uint64][]*entry
 	waiters   map[*confirmWaiter]struct{} // AwaitConfirmed (confirm.go)
-	holdq     []*entry                    // messages held for their copies, first seen first (hold.go)
+	holdq     []*entry                    // messages held for their copies, in delivery order (hold.go, order.go)
+	last      []*entry                    // per master: the last message of holdq it sent a copy of (order.go)
+	ord       int64                       // the last holdq place given (order.go)
 	glob      *glob                       // kind Pattern: the compiled pattern
 }
 

@@ -43,6 +43,9 @@ type master struct {
 	// out, not written yet (fence.go).
 	pings, pongs uint64
 	pingQueued   bool
+	// copies of waiting messages read, numbered across connections
+	// (order.go).
+	copies uint64
 }
 
 // send queues one command for the live connection, if any. h.mu is held.

@@ -1,0 +1,126 @@
+package pubsub
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+)
+
+// copyRead publishes payload on one master and waits until the hub has
+// read that copy (the count of messages r holds, or has delivered, grew).
+func copyRead(t *testing.T, h *Hub, rec *recorder, m *redisproc.Server, payload string) {
+	t.Helper()
+	before := progress(h, rec)
+	do(t, m, "PUBLISH", "ch", payload)
+	waitFor(t, "the copy of "+payload+" read", func() bool { return progress(h, rec) > before })
+}
+
+// progress grows with every copy the hub reads of channel ch: held and
+// delivered messages and dropped duplicates.
+func progress(h *Hub, rec *recorder) int {
+	h.mu.Lock()
+	n := int(h.dd.dups)
+	if r := h.recs[recKey{Channel, "ch"}]; r != nil {
+		n += len(r.holdq)
+	}
+	h.mu.Unlock()
+	return n + rec.len()
+}
+
+// TestPublishOrderWhenAMasterMissedOne: a client publishes 10 then 11;
+// PUBLISH 10 misses master 2 (its deadline passed before it was written
+// there), so master 2's first copy is 11's, and the hub reads it before
+// any copy of 10. Masters 0 and 1 send 10 before 11, which tells the hub
+// the order: 11, ready on its quorum (masters 2 and 0), waits until 10 is
+// delivered. Before, messages went out in the order first seen, and the
+// subscriber got 11 before 10.
+func TestPublishOrderWhenAMasterMissedOne(t *testing.T) {
+	masters := redisproc.ForTest(t, 3)
+	cfg := testConfig(t, masters)
+	cfg.HoldBack = 5 * time.Second // every quorum below comes in time
+	h := startHub(t, cfg)
+	rec := &recorder{}
+	subscribe(t, h, rec, Channel, "ch", 3)
+
+	copyRead(t, h, rec, masters[2], "11")
+	copyRead(t, h, rec, masters[0], "10")
+	copyRead(t, h, rec, masters[0], "11") // 11's quorum
+	copyRead(t, h, rec, masters[1], "10") // 10's quorum
+	copyRead(t, h, rec, masters[1], "11")
+	waitFor(t, "both messages", func() bool { return rec.len() == 2 })
+	if got := rec.payloads(); !slices.Equal(got, []string{"ch=10", "ch=11"}) {
+		t.Fatalf("delivered %v, want 10 then 11 (the order masters 0 and 1 ran the publishes)", got)
+	}
+	if st := h.Stats(); st.HeldTimeouts != 0 {
+		t.Fatalf("HeldTimeouts %d, want 0", st.HeldTimeouts)
+	}
+}
+
+// inject hands the hub a copy from master i as its reader would, in the
+// order the test gives: copies ordered across masters, which the network
+// does not let a test choose.
+func inject(h *Hub, i int, payload string) {
+	h.mu.Lock()
+	h.onMessage(i, Channel, "", "ch", []byte(payload))
+	h.mu.Unlock()
+}
+
+// TestOrderAgreesWithEveryMaster feeds copies in racing orders: the
+// messages of one subscription go out in the order the masters ran the
+// publishes, as far as a master sent both, and a waiting message moved
+// behind an earlier publish takes along those a master sent after it.
+func TestOrderAgreesWithEveryMaster(t *testing.T) {
+	masters := redisproc.ForTest(t, 3)
+	for _, tc := range []struct {
+		name   string
+		copies []string // "<master>:<payload>", in the order read
+		want   []string
+	}{
+		// The client published 10, 11; 10 missed master 2.
+		{"a master missed the first", []string{"2:11", "0:10", "0:11", "1:10", "1:11"}, []string{"10", "11"}},
+		{"read in publish order", []string{"0:10", "2:11", "0:11", "1:10", "1:11"}, []string{"10", "11"}},
+		// x, e, y: x ran on master 1 alone, e on masters 0 and 1, y on 0
+		// and 2. y has its quorum first but waits behind e (master 0 sent
+		// e first); e, ready on master 1's copy, moves behind x and takes
+		// y with it: x goes out on HoldBack, then e and y.
+		{"followers move too", []string{"0:e", "0:y", "2:y", "1:x", "1:e"}, []string{"x", "e", "y"}},
+		// Masters 0 and 2 ran p then q, master 1 q then p (two clients
+		// publishing at once): no order agrees with all; both go out,
+		// once each, in either order.
+		{"masters disagree", []string{"0:p", "1:q", "1:p", "0:q", "2:p", "2:q"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, masters)
+			cfg.HoldBack = 200 * time.Millisecond
+			h := startHub(t, cfg)
+			rec := &recorder{}
+			subscribe(t, h, rec, Channel, "ch", 3)
+			for _, c := range tc.copies {
+				inject(h, int(c[0]-'0'), c[2:])
+			}
+			want := tc.want
+			if want == nil {
+				want = []string{"p", "q"}
+			}
+			waitFor(t, "every message", func() bool { return rec.len() == len(want) })
+			time.Sleep(300 * time.Millisecond) // past HoldBack: nothing more
+			var got []string
+			for _, m := range rec.got() {
+				got = append(got, string(m.Payload))
+			}
+			if tc.want == nil {
+				slices.Sort(got)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("delivered %v, want %v", got, tc.want)
+			}
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.heldBytes != 0 {
+				t.Fatalf("%d held bytes left", h.heldBytes)
+			}
+		})
+	}
+}
