@@ -16,7 +16,8 @@ import (
 // release ran on a quorum, and a retry wins), or until HoldBack after its
 // first copy (a release the holder's proxy counted with fewer yes votes,
 // masters down or paused), whichever comes first. Messages of one
-// subscription are delivered in the order they were first seen.
+// subscription are delivered in the order the masters ran the publishes,
+// else in the order they were first seen (order.go).
 //
 // A message delivered on HoldBack short of a quorum of copies may be
 // delivered again when its quorum comes (fence.go). Everything here runs

@@ -12,7 +12,8 @@ import (
 // TestHeldUntilQuorum: a message is delivered once a quorum of masters
 // published it (a release that ran on a quorum), not on the first copy; one
 // published on a single master is delivered HoldBack later; messages of a
-// subscription keep the order they were first seen in. Make onCopy deliver
+// subscription that no master sent both of keep the order they were first
+// seen in (order_test.go has the others). Make onCopy deliver
 // on the first copy to see the first check fail.
 func TestHeldUntilQuorum(t *testing.T) {
 	masters := redisproc.ForTest(t, 3)
