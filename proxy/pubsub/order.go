@@ -1,6 +1,9 @@
 package pubsub
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // A client that publishes 10 then 11 (each PUBLISH answered before the
 // next, or pipelined on one connection) has them in that order on every
@@ -18,16 +21,19 @@ import "slices"
 // are kept in an order that agrees with every master's: a new message
 // goes last (what its master sent before is ahead of it already); when a
 // copy from master i of e arrives while the last waiting message i sent,
-// x, is behind e, e moves behind x, and with it every message between
-// them that a master sent after e or after one of those (they must stay
-// behind e). Those between that no master orders after e keep their
-// place relative to each other, ahead of e. Messages no master sent both
-// of keep the order they were first seen in.
+// x, is behind e, x moves ahead of e, and with it every message between
+// them that a master sent before x or before one of those (they must stay
+// ahead of x). x is the one out of place: its copies were read late (the
+// master that missed it sent the next one first), while those between e
+// and x were first seen after e, as the publishes after e are; so they
+// stay behind e. Messages no master sent both of keep the order they were
+// first seen in, as far as these moves leave it: a message cannot wait
+// for an earlier publish the hub has no copy of yet.
 //
 // Masters can disagree (two clients publishing at once, each master
 // running the two publishes in its own order; or two messages of one
-// payload that the dedup took one for the other): then x is among those
-// that must follow e, no order agrees with both, and e stays where it is.
+// payload that the dedup took one for the other): then e is among those
+// that must precede x, no order agrees with both, and x stays where it is.
 // Everything here runs with h.mu held.
 
 // enqueue puts e last among r's waiting messages, as the last master i
@@ -41,7 +47,7 @@ func (h *Hub) enqueue(r *record, i int, e *entry) {
 }
 
 // noteCopy records a copy from master i of e, a waiting message of r, and
-// moves e behind the last waiting message i sent before, if that is
+// moves the last waiting message i sent before ahead of e, if it is
 // behind e.
 func (h *Hub) noteCopy(r *record, i int, e *entry) {
 	m := h.masters[i]
@@ -51,62 +57,58 @@ func (h *Hub) noteCopy(r *record, i int, e *entry) {
 		r.last = make([]*entry, len(h.masters))
 	}
 	x := r.last[i]
-	if x == nil || x == e || x.hold == nil || x.hold.ord < e.hold.ord || h.moveBehind(r, e, x) {
+	if x == nil || x == e || x.hold == nil || x.hold.ord < e.hold.ord || h.moveAhead(r, x, e) {
 		r.last[i] = e
 	}
 }
 
-// moveBehind moves e, and the messages between e and x that must follow
-// it, to just behind x, and reports whether it did (not when x must
-// follow e too: the masters disagree).
-func (h *Hub) moveBehind(r *record, e, x *entry) bool {
+// moveAhead moves x, and the messages between e and x that must precede
+// it, to just ahead of e, and reports whether it did (not when e must
+// precede x too: the masters disagree).
+func (h *Hub) moveAhead(r *record, x, e *entry) bool {
 	q := r.holdq
 	at := func(y *entry) int {
 		k, _ := slices.BinarySearchFunc(q, y.hold.ord, func(z *entry, ord int64) int {
-			switch {
-			case z.hold.ord < ord:
-				return -1
-			case z.hold.ord > ord:
-				return 1
-			}
-			return 0
+			return cmp.Compare(z.hold.ord, ord)
 		})
 		return k
 	}
 	seg := q[at(e) : at(x)+1]
-	// first[k]: master k's earliest copy among the messages that move;
-	// one k sent later must move too. The messages are visited in queue
-	// order, which agrees with every master's, so one pass finds them all.
-	first := slices.Clone(e.hold.seq)
-	moved := []*entry{e}
+	// last[k]: master k's latest copy among the messages that move; one k
+	// sent earlier must move too. The messages are visited from x back,
+	// in queue order, which agrees with every master's, so one pass finds
+	// them all.
+	last := slices.Clone(x.hold.seq)
+	moved := []*entry{x}
 	var stay []*entry
-	for _, y := range seg[1:] {
-		follows := false
-		for k, s := range y.hold.seq {
-			if s != 0 && first[k] != 0 && first[k] < s {
-				follows = true
+	for k := len(seg) - 2; k >= 0; k-- {
+		y := seg[k]
+		precedes := false
+		for j, s := range y.hold.seq {
+			if s != 0 && s < last[j] {
+				precedes = true
 				break
 			}
 		}
-		if !follows {
+		if !precedes {
 			stay = append(stay, y)
 			continue
 		}
-		if y == x {
+		if y == e {
 			return false
 		}
 		moved = append(moved, y)
-		for k, s := range y.hold.seq {
-			if s != 0 && (first[k] == 0 || s < first[k]) {
-				first[k] = s
-			}
+		for j, s := range y.hold.seq {
+			last[j] = max(last[j], s)
 		}
 	}
+	slices.Reverse(moved)
+	slices.Reverse(stay)
 	ords := make([]int64, len(seg))
 	for k, y := range seg {
 		ords[k] = y.hold.ord
 	}
-	copy(seg, append(stay, moved...))
+	copy(seg, append(moved, stay...))
 	for k, y := range seg {
 		y.hold.ord = ords[k]
 	}

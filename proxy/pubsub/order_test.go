@@ -69,34 +69,41 @@ func inject(h *Hub, i int, payload string) {
 
 // TestOrderAgreesWithEveryMaster feeds copies in racing orders: the
 // messages of one subscription go out in the order the masters ran the
-// publishes, as far as a master sent both, and a waiting message moved
-// behind an earlier publish takes along those a master sent after it.
+// publishes, as far as a master sent both, and a message read late that
+// moves ahead of a later publish takes along those a master sent before
+// it.
 func TestOrderAgreesWithEveryMaster(t *testing.T) {
-	masters := redisproc.ForTest(t, 3)
+	masters := redisproc.ForTest(t, 5)
 	for _, tc := range []struct {
 		name   string
+		n      int      // masters
 		copies []string // "<master>:<payload>", in the order read
-		want   []string
+		want   []string // nil: p and q in either order
 	}{
 		// The client published 10, 11; 10 missed master 2.
-		{"a master missed the first", []string{"2:11", "0:10", "0:11", "1:10", "1:11"}, []string{"10", "11"}},
-		{"read in publish order", []string{"0:10", "2:11", "0:11", "1:10", "1:11"}, []string{"10", "11"}},
-		// x, e, y: x ran on master 1 alone, e on masters 0 and 1, y on 0
-		// and 2. y has its quorum first but waits behind e (master 0 sent
-		// e first); e, ready on master 1's copy, moves behind x and takes
-		// y with it: x goes out on HoldBack, then e and y.
-		{"followers move too", []string{"0:e", "0:y", "2:y", "1:x", "1:e"}, []string{"x", "e", "y"}},
+		{"a master missed the first", 3, []string{"2:11", "0:10", "0:11", "1:10", "1:11"}, []string{"10", "11"}},
+		{"read in publish order", 3, []string{"0:10", "2:11", "0:11", "1:10", "1:11"}, []string{"10", "11"}},
+		// y, x, e: y ran on master 1 alone, x on masters 1 and 2, e on 0
+		// and 2, and master 0's e was read first. x moves ahead of e, and
+		// y with it (master 1 sent it first): y goes out on HoldBack,
+		// then x and e.
+		{"predecessors move too", 3, []string{"0:e", "1:y", "1:x", "2:x", "2:e"}, []string{"y", "x", "e"}},
+		// x, a, b of five masters: x ran on master 1, a on 0 and 1, b on
+		// 2, 3 and 4. a was first seen before b, and x after both; x
+		// moves ahead of a, and b, which has its quorum, stays behind a
+		// (moving a behind x would put b first).
+		{"the late one moves", 5, []string{"0:a", "2:b", "1:x", "1:a", "3:b", "4:b"}, []string{"x", "a", "b"}},
 		// Masters 0 and 2 ran p then q, master 1 q then p (two clients
 		// publishing at once): no order agrees with all; both go out,
-		// once each, in either order.
-		{"masters disagree", []string{"0:p", "1:q", "1:p", "0:q", "2:p", "2:q"}, nil},
+		// once each.
+		{"masters disagree", 3, []string{"0:p", "1:q", "1:p", "0:q", "2:p", "2:q"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := testConfig(t, masters)
+			cfg := testConfig(t, masters[:tc.n])
 			cfg.HoldBack = 200 * time.Millisecond
 			h := startHub(t, cfg)
 			rec := &recorder{}
-			subscribe(t, h, rec, Channel, "ch", 3)
+			subscribe(t, h, rec, Channel, "ch", tc.n)
 			for _, c := range tc.copies {
 				inject(h, int(c[0]-'0'), c[2:])
 			}
@@ -114,7 +121,7 @@ func TestOrderAgreesWithEveryMaster(t *testing.T) {
 				slices.Sort(got)
 			}
 			if !slices.Equal(got, want) {
-				t.Fatalf("delivered %v, want %v", got, tc.want)
+				t.Fatalf("delivered %v, want %v", got, want)
 			}
 			h.mu.Lock()
 			defer h.mu.Unlock()
