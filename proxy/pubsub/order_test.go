@@ -1,6 +1,8 @@
 package pubsub
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -129,5 +131,102 @@ func TestOrderAgreesWithEveryMaster(t *testing.T) {
 				t.Fatalf("%d held bytes left", h.heldBytes)
 			}
 		})
+	}
+}
+
+// stamped is a Subscriber that notes, with each message, how many copies
+// the test had handed the hub by then (Deliver runs under h.mu, as
+// injectOn does).
+type stamped struct {
+	read *int
+	got  []string
+	at   []int
+}
+
+func (s *stamped) Deliver(m Message) {
+	s.got = append(s.got, string(m.Payload))
+	s.at = append(s.at, *s.read)
+}
+
+// TestOrderRandomPublishes: one client publishes messages one after
+// another, each on a random subset of masters (the others missed it),
+// and the hub reads the masters' copies interleaved at random, each
+// master's in its order. Every message is delivered once, and b never
+// before a published earlier when the hub had read, before b went out, a
+// copy of b from a master that ran both (docs/pubsub.md, "In what
+// order").
+func TestOrderRandomPublishes(t *testing.T) {
+	masters := redisproc.ForTest(t, 5)
+	for _, n := range []int{3, 5} {
+		cfg := testConfig(t, masters[:n])
+		cfg.HoldBack = 100 * time.Millisecond
+		h := startHub(t, cfg)
+		rng := rand.New(rand.NewPCG(uint64(n), 1))
+		for trial := range 30 {
+			ch := fmt.Sprint("ch", trial)
+			read := 0
+			sub := &stamped{read: &read}
+			subscribe(t, h, sub, Channel, ch, n)
+			const nmsg = 8
+			ran := make([][]int, n) // per master: the messages it ran, in order
+			for msg := range nmsg {
+				k := rng.IntN(n) // it ran on at least one master
+				for i := range n {
+					if i == k || rng.IntN(3) > 0 {
+						ran[i] = append(ran[i], msg)
+					}
+				}
+			}
+			var readAt [][]int // per master, per message: the copy's number, -1 if not ran
+			for range n {
+				readAt = append(readAt, slices.Repeat([]int{-1}, nmsg))
+			}
+			next := make([]int, n)
+			for {
+				var ready []int
+				for i := range n {
+					if next[i] < len(ran[i]) {
+						ready = append(ready, i)
+					}
+				}
+				if len(ready) == 0 {
+					break
+				}
+				i := ready[rng.IntN(len(ready))]
+				msg := ran[i][next[i]]
+				next[i]++
+				h.mu.Lock()
+				read++
+				readAt[i][msg] = read
+				h.onMessage(i, Channel, "", ch, []byte(fmt.Sprint(msg)))
+				h.mu.Unlock()
+			}
+			waitFor(t, "every message of "+ch, func() bool {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				return len(sub.got) == nmsg
+			})
+			h.mu.Lock()
+			got, at := slices.Clone(sub.got), slices.Clone(sub.at)
+			h.mu.Unlock()
+			pos := map[string]int{}
+			for k, p := range got {
+				pos[p] = k
+			}
+			if len(pos) != nmsg {
+				t.Fatalf("%d masters, %s: delivered %v, want each of %d once", n, ch, got, nmsg)
+			}
+			for b := range nmsg {
+				out := at[pos[fmt.Sprint(b)]] // copies read when b went out
+				for a := range b {
+					for i := range n {
+						if readAt[i][a] > 0 && readAt[i][b] > 0 && readAt[i][b] <= out && pos[fmt.Sprint(a)] > pos[fmt.Sprint(b)] {
+							t.Fatalf("%d masters, %s: delivered %v; %d before %d though master %d's copies of both were read (masters ran %v)", n, ch, got, b, a, i, ran)
+						}
+					}
+				}
+			}
+			h.Unsubscribe(sub, Channel, ch)
+		}
 	}
 }
