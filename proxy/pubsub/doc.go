@@ -53,10 +53,10 @@
 // once, also when identical payloads follow each other closely (Redisson
 // publishes the same "0" on every unlock of a lock): two publishes are two
 // copies from each master, two deliveries. A message waits for a quorum of
-// copies (the quorum's latency), never longer than HoldBack, and then
-// behind the waiting messages that a master published before it (order.go:
-// each of those waits at most HoldBack after its own first copy); one that
-// did not have them by then is delivered a second time when the masters that
+// copies (the quorum's latency), never longer than HoldBack, then for the
+// waiting messages a master published before it (order.go; each of those
+// waits at most HoldBack after its own first copy); one that did not have
+// its quorum by HoldBack is delivered a second time when the masters that
 // complete the quorum publish it later, so a message published on every
 // master is delivered twice exactly when fewer than a quorum of masters
 // had run the publish by the early delivery and a quorum has within

@@ -82,7 +82,7 @@ func (h *Hub) onOwedCopy(r *record, i int, e *entry, m Message) {
 	e.got++
 	switch {
 	case e.hold != nil:
-		h.noteCopy(r, i, e) // may move e behind a message i sent before
+		h.noteCopy(r, i, e) // may move a message i sent before ahead of e
 		if !e.hold.ready && e.got >= e.hold.need {
 			e.hold.ready = true
 		}
@@ -106,7 +106,7 @@ func (h *Hub) deliverNext(r *record, i int, m Message) {
 	h.enqueue(r, i, &entry{rec: r, hold: &held{m: m, ready: true}})
 }
 
-// flushHeld delivers r's held messages from the oldest while they are
+// flushHeld delivers r's held messages from the head while they are
 // ready.
 func (h *Hub) flushHeld(r *record) {
 	for len(r.holdq) > 0 && r.holdq[0].hold.ready {
