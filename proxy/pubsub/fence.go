@@ -30,7 +30,9 @@ package pubsub
 // nothing more, and the message is not delivered again later. A publish
 // that ran between the early delivery and the master's PING (the PING's
 // time on the wire) counts as of the first kind: that narrow window is
-// left.
+// left. A PING's answer is the reply in its place among the commands
+// (master.go, answered): a pong, or an error while the master loads its
+// dataset.
 
 // late is what an entry delivered on HoldBack short of its quorum keeps
 // until its quorum comes.
@@ -60,6 +62,8 @@ const pingCmd = "*1\r\n$4\r\nPING\r\n"
 func (m *master) ping() uint64 {
 	if !m.pingQueued {
 		m.out = append(m.out, pingCmd...)
+		m.sent++
+		m.pingAt = append(m.pingAt, m.sent)
 		m.pings++
 		m.pingQueued = true
 		select {

@@ -46,6 +46,18 @@ type master struct {
 	// copies of waiting messages read, numbered across connections
 	// (order.go).
 	copies uint64
+	// The replies a PING may get: the master answers every command on
+	// this connection, each naming one channel, with exactly one reply
+	// in order, and a PING with a pong, or with an error (LOADING while
+	// the master loads its dataset: PING may not run then, SUBSCRIBE
+	// may). So a PING is answered by the reply whose number is the
+	// PING's place among the commands; counting pongs alone left a
+	// PING refused with LOADING unanswered for the connection's life,
+	// and every later fence on it looked unanswered too. sent: commands
+	// queued on this connection; replies: read; pingAt: the places of
+	// the PINGs not answered yet, in order.
+	sent, replies uint64
+	pingAt        []uint64
 }
 
 // send queues one command for the live connection, if any. h.mu is held.
@@ -54,6 +66,7 @@ func (m *master) send(cmd, name string) {
 		return
 	}
 	m.out = resp.AppendCommandString(m.out, cmd, name)
+	m.sent++
 	select {
 	case m.wake <- struct{}{}:
 	default:
@@ -165,8 +178,9 @@ func (m *master) serve(conn net.Conn, rd *resp.Reader) error {
 		return ErrClosed
 	}
 	m.conn, m.refused = conn, false
-	m.out = h.resubscribe(m.out[:0])
+	m.out, m.sent = h.resubscribe(m.out[:0])
 	m.pongs, m.pingQueued = m.pings, false
+	m.replies, m.pingAt = 0, m.pingAt[:0]
 	if m.fail {
 		h.cfg.Logger.Info("pubsub: subscriber connection to master up", "master", m.addr)
 	}
@@ -199,14 +213,16 @@ func (m *master) serve(conn net.Conn, rd *resp.Reader) error {
 // holds, the events channel included. One command per name: the master
 // answers each name anyway, and an ACL refuses a whole command when one of
 // its channels is not allowed, which must not cost the others. h.mu is
-// held.
-func (h *Hub) resubscribe(dst []byte) []byte {
+// held. It returns the commands and their number.
+func (h *Hub) resubscribe(dst []byte) ([]byte, uint64) {
+	var n uint64
 	for k, r := range h.recs {
 		if !r.local {
 			dst = resp.AppendCommandString(dst, subCmd[k.kind], k.name)
+			n++
 		}
 	}
-	return dst
+	return dst, n
 }
 
 // writeLoop writes what send queued, and a PING every PingInterval, until
@@ -260,20 +276,28 @@ func (h *Hub) onPush(i int, p resp.Reply, oversize bool) {
 	if h.closed {
 		return
 	}
+	m := h.masters[i]
+	if p.Type == resp.Array && len(p.Elems) >= 1 && isMessage(p.Elems[0].Str) {
+		h.onMessagePush(i, p.Elems, oversize)
+		return
+	}
+	if m.answered() && (p.Type == resp.Error || p.Type == resp.Status ||
+		(p.Type == resp.Array && len(p.Elems) >= 1 && string(p.Elems[0].Str) == "pong")) {
+		if p.Type == resp.Error {
+			h.stats.PingErrors++ // LOADING: it still answers the PING
+		}
+		return
+	}
 	if p.Type == resp.Error {
 		// SSUBSCRIBE on a Redis older than 7.0, an ACL user without the
 		// channel (Redis 7 users get none by default): that subscription
 		// stays unconfirmed on this master.
 		h.stats.Refused++
-		if m := h.masters[i]; !m.refused {
+		if !m.refused {
 			m.refused = true
 			h.cfg.Logger.Warn("pubsub: master refused a subscription command; its messages for it are missed",
 				"master", m.addr, "err", string(p.Str))
 		}
-		return
-	}
-	if p.Type == resp.Status && string(p.Str) == "PONG" { // not subscribed yet
-		h.masters[i].pongs++
 		return
 	}
 	if p.Type != resp.Array || len(p.Elems) < 2 {
@@ -281,21 +305,6 @@ func (h *Hub) onPush(i int, p resp.Reply, oversize bool) {
 	}
 	e := p.Elems
 	switch string(e[0].Str) {
-	case "pong":
-		h.masters[i].pongs++
-	case "message", "smessage", "pmessage":
-		if oversize {
-			h.stats.Oversize++
-			return
-		}
-		switch {
-		case len(e) == 3 && e[0].Str[0] == 'm':
-			h.onMessage(i, Channel, "", string(e[1].Str), e[2].Str)
-		case len(e) == 3:
-			h.onMessage(i, Shard, "", string(e[1].Str), e[2].Str)
-		case len(e) == 4:
-			h.onMessage(i, Pattern, string(e[1].Str), string(e[2].Str), e[3].Str)
-		}
 	case "subscribe":
 		h.confirm(i, Channel, e[1].Str, true)
 	case "psubscribe":
@@ -309,6 +318,43 @@ func (h *Hub) onPush(i int, p resp.Reply, oversize bool) {
 	case "sunsubscribe":
 		h.confirm(i, Shard, e[1].Str, false)
 	}
+}
+
+func isMessage(kind []byte) bool {
+	switch string(kind) {
+	case "message", "smessage", "pmessage":
+		return true
+	}
+	return false
+}
+
+// onMessagePush handles a message master i sent for a subscription.
+func (h *Hub) onMessagePush(i int, e []resp.Reply, oversize bool) {
+	if oversize {
+		h.stats.Oversize++
+		return
+	}
+	switch {
+	case len(e) == 3 && e[0].Str[0] == 'm':
+		h.onMessage(i, Channel, "", string(e[1].Str), e[2].Str)
+	case len(e) == 3:
+		h.onMessage(i, Shard, "", string(e[1].Str), e[2].Str)
+	case len(e) == 4:
+		h.onMessage(i, Pattern, string(e[1].Str), string(e[2].Str), e[3].Str)
+	}
+}
+
+// answered counts one reply read (anything but a message) and reports
+// whether it answers a PING, which it then counts as that PING's PONG.
+// h.mu is held.
+func (m *master) answered() bool {
+	m.replies++
+	if len(m.pingAt) == 0 || m.pingAt[0] > m.replies {
+		return false
+	}
+	m.pingAt = m.pingAt[1:]
+	m.pongs++
+	return true
 }
 
 // confirm records that master i now does (or no longer does) send the

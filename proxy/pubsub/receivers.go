@@ -92,6 +92,9 @@ type Stats struct {
 	Delivered     uint64
 	Oversize      uint64 // messages skipped for MaxPayload
 	Refused       uint64 // subscription commands a master refused
+	// PingErrors: PINGs a master answered with an error (LOADING while it
+	// loads its dataset), counted as answered (master.go).
+	PingErrors uint64
 	// Dedup: copies recognized and dropped; entries remembered now;
 	// entries forgotten early because MaxDedupEntries was reached; and
 	// entries that expired while some master still owed a copy (a master
