@@ -155,9 +155,12 @@ func New(cfg Config) (*Hub, error) {
 	h.ksOn.Store(flags.notifies())
 	ev := &record{key: recKey{Channel, cfg.EventsChannel}, internal: true}
 	h.recs[ev.key] = ev
+	// Every master is in h.masters before any connection runs: a
+	// connection's pushes read h.masters (onPush) as soon as it is up.
 	for i, addr := range cfg.Masters {
-		m := &master{h: h, index: i, addr: addr, wake: make(chan struct{}, 1)}
-		h.masters = append(h.masters, m)
+		h.masters = append(h.masters, &master{h: h, index: i, addr: addr, wake: make(chan struct{}, 1)})
+	}
+	for _, m := range h.masters {
 		h.wg.Go(m.run)
 	}
 	if cfg.Publisher != nil {
