@@ -60,7 +60,11 @@ stop() {
 }
 
 cleanup() {
-	trap - EXIT INT TERM
+	# A second signal must not cut the cleanup short and orphan the
+	# masters: make, sent SIGTERM with its process group, sends its
+	# children SIGTERM again while this runs.
+	trap - EXIT
+	trap '' INT TERM
 	if [ -n "$proxy_pid" ]; then
 		echo "run.sh: stopping lockproxy (pid $proxy_pid)"
 		stop "$proxy_pid"
