@@ -15,7 +15,7 @@ LDFLAGS    ?= -X main.commit=$(COMMIT)
 TESTFLAGS ?= -race -count=1 -timeout 9m
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test bench lint chaos clean
+.PHONY: help build run test bench pgo lint chaos clean
 
 help: ## print this list
 	@echo "lockproxy make targets:"
@@ -33,6 +33,9 @@ test: ## go vet, then all tests with the race detector against real redis-server
 
 bench: ## lockproxy vs redsync vs one direct redis on masters it starts (BENCHFLAGS=... for lockbench)
 	$(GO) run ./cmd/lockbench $(BENCHFLAGS)
+
+pgo: ## refresh cmd/lockproxy/default.pgo, the profile go build optimizes lockproxy with
+	scripts/pgo.sh
 
 lint: ## gofmt (must list nothing) and go vet
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi
