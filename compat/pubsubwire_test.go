@@ -27,11 +27,18 @@ var corpusDir = filepath.Join("..", "proxy", "analyze", "testdata", "corpus")
 // what the libraries send, byte for byte.
 func corpusScript(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(corpusDir, name+".lua"))
+	return manifestScript(t, corpusDir, name)
+}
+
+// manifestScript returns the body of script name in dir, checked against
+// dir's MANIFEST.json sha1.
+func manifestScript(t *testing.T, dir, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name+".lua"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := os.ReadFile(filepath.Join(corpusDir, "MANIFEST.json"))
+	m, err := os.ReadFile(filepath.Join(dir, "MANIFEST.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -16,30 +15,13 @@ import (
 // (analyze's AbsentIsYes), as where it deletes the holder's last count.
 func oldRedissonOps(t *testing.T, unlock string) redissonOps {
 	t.Helper()
-	body := func(name string) string {
-		b, err := os.ReadFile("analyze/testdata/redisson/" + name + ".lua")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	return redissonOps{try: redis.NewScript(body("tryLockInner-2.2.4")), unlock: redis.NewScript(body(unlock)), name: "rlock"}
+	return redissonOps{try: redissonScript(t, "tryLockInner-2.2.4"), unlock: redissonScript(t, unlock), name: "rlock"}
 }
 
 // unlockOld is unlockOnce with the old unlock's arguments (no publish
 // command in ARGV).
 func (o redissonOps) unlockOld(ctx context.Context, c redis.Scripter, token string) (string, error) {
-	v, err := o.unlock.Run(ctx, c, []string{o.name, "redisson_lock__channel:{" + o.name + "}"}, "0", "30000", token).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return "nil", nil
-	case err != nil:
-		return "", err
-	}
-	if v.(int64) == 1 {
-		return "1", nil
-	}
-	return "0", nil
+	return unlockReply(o.unlock.Run(ctx, c, []string{o.name, "redisson_lock__channel:{" + o.name + "}"}, "0", "30000", token).Result())
 }
 
 // TestOldRedissonUnlockAbsentMasterFirst: A locks twice with master 0
@@ -107,11 +89,7 @@ func TestOldRedissonUnlockAfterRestartQuarantine(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ops := oldRedissonOps(t, "unlockInner-2.2.4")
-	b, err := os.ReadFile("analyze/testdata/redisson/renewExpiration-2.6.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	renew := redis.NewScript(string(b))
+	renew := redissonScript(t, "renewExpiration-2.6")
 	const tokA, lease = "uuidA:1", 1000
 	c, relays := startRelayed(t, 3, withQuarantine(2*time.Second))
 	c.waitVoting(3)

@@ -58,7 +58,12 @@ func (o redissonOps) tryLock(ctx context.Context, c redis.Scripter, token string
 // unlockOnce answers "1" (released), "0" (count taken off, still held) or
 // "nil" (not held).
 func (o redissonOps) unlockOnce(ctx context.Context, c redis.Scripter, token string) (string, error) {
-	v, err := o.unlock.Run(ctx, c, []string{o.name, "redisson_lock__channel:{" + o.name + "}"}, "0", "30000", token, "publish").Result()
+	return unlockReply(o.unlock.Run(ctx, c, []string{o.name, "redisson_lock__channel:{" + o.name + "}"}, "0", "30000", token, "publish").Result())
+}
+
+// unlockReply reads a Redisson unlock's reply as "1" (released), "0"
+// (count taken off, still held) or "nil" (not held).
+func unlockReply(v any, err error) (string, error) {
 	switch {
 	case errors.Is(err, redis.Nil):
 		return "nil", nil
@@ -69,6 +74,17 @@ func (o redissonOps) unlockOnce(ctx context.Context, c redis.Scripter, token str
 		return "1", nil
 	}
 	return "0", nil
+}
+
+// redissonScript is a script of analyze's testdata/redisson, Redisson's
+// scripts as its releases send them.
+func redissonScript(t *testing.T, name string) *redis.Script {
+	t.Helper()
+	b, err := os.ReadFile("analyze/testdata/redisson/" + name + ".lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return redis.NewScript(string(b))
 }
 
 // reentrantSteps is the review's sequence: A locks while the masters in

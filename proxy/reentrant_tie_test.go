@@ -2,8 +2,6 @@ package proxy_test
 
 import (
 	"context"
-	"errors"
-	"os"
 	"strings"
 	"testing"
 
@@ -34,22 +32,12 @@ var tieUnlocks = []tieUnlock{
 // (not held).
 func (u tieUnlock) run(ctx context.Context, t *testing.T, c redis.Scripter, name, token string) string {
 	t.Helper()
-	b, err := os.ReadFile("analyze/testdata/redisson/" + u.file + ".lua")
-	if err != nil {
-		t.Fatal(err)
-	}
 	keys, argv := u.args(name, token)
-	v, err := redis.NewScript(string(b)).Run(ctx, c, keys, argv...).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return "nil"
-	case err != nil:
+	r, err := unlockReply(redissonScript(t, u.file).Run(ctx, c, keys, argv...).Result())
+	if err != nil {
 		t.Fatalf("%s: %v", u.file, err)
 	}
-	if v.(int64) == 1 {
-		return "1"
-	}
-	return "0"
+	return r
 }
 
 // TestReentrantUnlockShortMasterFirst: the tie releaseYes settled for

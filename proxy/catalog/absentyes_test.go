@@ -34,22 +34,9 @@ func TestAbsentYesRun(t *testing.T) {
 			"only when it is :1, :0, +OK or nil"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sem, err := analyze.Analyze([]byte(c.body), analyze.Options{})
-			if err != nil {
-				t.Fatalf("the analyzer refused it: %v", err)
-			}
-			if !sem.AbsentIsYes {
-				t.Fatalf("understood as %s, not absent-is-yes", sem)
-			}
-			s, err := fromSemantics([]byte(c.body), "0000000000000000000000000000000000000005", sem, time.Minute, 0.01)
-			if c.refusal != "" {
-				if err == nil || !strings.Contains(err.Error(), c.refusal) {
-					t.Fatalf("got %v, want a refusal saying %q", err, c.refusal)
-				}
+			s := runFromAnalysis(t, c.body, "0000000000000000000000000000000000000005", c.refusal, func(sem *analyze.Semantics) bool { return sem.AbsentIsYes })
+			if s == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			op := s.Op()
 			if op.AbsentYes == nil || !op.AbsentYes.Equal(resp.Reply{Type: resp.Integer, Int: 1}) {
@@ -81,22 +68,9 @@ func TestDeletedYesRun(t *testing.T) {
 			"only when that reply is :1, :0, +OK or nil"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sem, err := analyze.Analyze([]byte(c.body), analyze.Options{})
-			if err != nil {
-				t.Fatalf("the analyzer refused it: %v", err)
-			}
-			if sem.DeletedReply == nil {
-				t.Fatalf("understood as %s, with no deleted reply", sem)
-			}
-			s, err := fromSemantics([]byte(c.body), "0000000000000000000000000000000000000006", sem, time.Minute, 0.01)
-			if c.refusal != "" {
-				if err == nil || !strings.Contains(err.Error(), c.refusal) {
-					t.Fatalf("got %v, want a refusal saying %q", err, c.refusal)
-				}
+			s := runFromAnalysis(t, c.body, "0000000000000000000000000000000000000006", c.refusal, func(sem *analyze.Semantics) bool { return sem.DeletedReply != nil })
+			if s == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			op := s.Op()
 			if op.DeletedYes == nil || !op.DeletedYes.Equal(resp.Reply{Type: resp.Integer, Int: 1}) {
@@ -107,4 +81,29 @@ func TestDeletedYesRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runFromAnalysis analyzes body, which must be understood with want
+// holding of its semantics, and builds its Script; with refusal set, the
+// build must be refused saying it, and the Script is nil.
+func runFromAnalysis(t *testing.T, body, sha, refusal string, want func(*analyze.Semantics) bool) *Script {
+	t.Helper()
+	sem, err := analyze.Analyze([]byte(body), analyze.Options{})
+	if err != nil {
+		t.Fatalf("the analyzer refused it: %v", err)
+	}
+	if !want(sem) {
+		t.Fatalf("understood as %s", sem)
+	}
+	s, err := fromSemantics([]byte(body), sha, sem, time.Minute, 0.01)
+	if refusal != "" {
+		if err == nil || !strings.Contains(err.Error(), refusal) {
+			t.Fatalf("got %v, want a refusal saying %q", err, refusal)
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
