@@ -4,10 +4,12 @@
 # same time, each with its own redis-benchmark: lockproxy over 5 local
 # masters, twemproxy forwarding to a sixth. With FLOOR=path/to/lockbench
 # the floor fan-out (bench/floor: the least work a fan-out to 5 masters
-# does, no lock work) runs beside them too, over 5 masters of its own. Run one after the other, the
-# two meet different machine loads on a shared machine, and the rounds of
-# scenario 1 (make bench) swing more than the gap being judged; side by
-# side, both pay for the same load (docs/bench/proxy-cpu.md, 2026-11-29).
+# does, no lock work) runs beside them too, over 5 masters of its own.
+# Run one after the other, the proxies meet different machine loads on a
+# shared machine, and the rounds of scenario 1 (make bench) swing more
+# than the gap being judged; side by side, they pay for the same load
+# (docs/bench/proxy-cpu.md, 2026-11-29). The ratio still depends on how
+# loaded the machine is: measure on a quiet one.
 # Each pair swaps start order. Prints each proxy's user+system CPU per
 # request (from /proc/<pid>/stat), lockproxy/twemproxy per pair, and the
 # median ratio; a pair where a benchmark got an error does not count.
