@@ -60,6 +60,11 @@ func cmdEval(s *Server, c *client, args [][]byte) {
 		c.errorf("%s", msg)
 		return
 	}
+	if sc.ValuePTTL {
+		s.submit(c, s.cfg.Engine.ValuePTTL(keys[0], t0), renderReply)
+		c.charge += valueReplyCharge // it returns the value
+		return
+	}
 	ttl, msg := s.scriptTTLs(sc, keys, argv)
 	if msg != "" {
 		c.errorf("%s", msg)

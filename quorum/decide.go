@@ -25,7 +25,7 @@ func (r *Request) tryDecide(force bool) bool {
 		if !r.decideVote(n, q, outstanding, force) {
 			return false
 		}
-	case AggValue, AggValueTTL:
+	case AggValue, AggValueTTL, AggValuePTTL:
 		if v, holders := r.majorityValue(); holders >= int(q) {
 			r.readSuccess(v)
 		} else if r.agg == AggValue && r.hashRead == 0 && r.answered >= q && r.counterGet(q, force) {

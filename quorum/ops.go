@@ -150,6 +150,14 @@ func (e *Engine) PTTL(key []byte, t0 int64) *Request {
 		cmd: GetTTLCommand(key), t0: t0}
 }
 
+// ValuePTTL reads key's value and remaining validity together, as the
+// script {GET key, PTTL key} does on one Redis: [value, PTTL] with GET's
+// value and PTTL's figure (above), [nil, -2] when no quorum holds a value.
+func (e *Engine) ValuePTTL(key []byte, t0 int64) *Request {
+	return &Request{kind: Read, agg: AggValuePTTL, nkeys: 1, Key: string(key),
+		cmd: GetTTLCommand(key), t0: t0}
+}
+
 // Exists counts the keys a quorum holds.
 func (e *Engine) Exists(keys [][]byte, t0 int64) *Request {
 	return keyed(&Request{kind: Read, agg: AggKeys, nkeys: len(keys), cmd: ExistsCommand(keys), t0: t0}, keys)

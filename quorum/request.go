@@ -24,6 +24,10 @@ const (
 	// AggValueTTL answers the conservative remaining PTTL of the value a
 	// quorum holds, else -2 (PTTL/TTL); replies are [value, pttl] pairs.
 	AggValueTTL
+	// AggValuePTTL answers both as one [value, PTTL] pair, [nil, -2] when
+	// no quorum holds a value (a script returning {GET k, PTTL k}, as
+	// redlock-rb reads a lock); replies are [value, pttl] pairs.
+	AggValuePTTL
 	// AggKeys answers how many keys a quorum reported 1 for; replies are
 	// arrays with one integer per key (EXISTS, DEL).
 	AggKeys

@@ -79,7 +79,7 @@ func (r *Request) valueOf(i int) (resp.Reply, bool) {
 		return resp.Reply{}, false
 	}
 	v := r.replyAt(i)
-	if r.agg == AggValueTTL || r.agg == AggValue {
+	if r.agg == AggValueTTL || r.agg == AggValue || r.agg == AggValuePTTL {
 		if v.Type != resp.Array || len(v.Elems) != 2 {
 			return resp.Reply{}, false
 		}
@@ -100,6 +100,9 @@ func (r *Request) readSuccess(v resp.Reply) {
 		return rep.Elems[1].Int, true
 	})
 	r.reply = resp.Reply{Type: resp.Integer, Int: ttl}
+	if r.agg == AggValuePTTL {
+		r.reply = resp.Reply{Type: resp.Array, Elems: []resp.Reply{v, r.reply}}
+	}
 }
 
 func (r *Request) readFailure() {
@@ -107,9 +110,12 @@ func (r *Request) readFailure() {
 		r.err = r.noQuorum()
 		return
 	}
-	if r.agg == AggValue {
+	switch r.agg {
+	case AggValue:
 		r.reply = resp.ReplyNil
-	} else {
+	case AggValuePTTL:
+		r.reply = resp.Reply{Type: resp.Array, Elems: []resp.Reply{resp.ReplyNil, {Type: resp.Integer, Int: -2}}}
+	default:
 		r.reply = resp.Reply{Type: resp.Integer, Int: -2}
 	}
 }

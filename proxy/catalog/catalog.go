@@ -80,6 +80,10 @@ type Script struct {
 	DBArg       int           // an ARGV the script SELECTs: a call must pass "0"
 	CommandArgs []int         // ARGV the script runs as a command name: publish or spublish
 	Semantics   string        // the analyzer's summary, for INFO and errors
+	// ValuePTTL: the script returns {GET KEYS[1], PTTL KEYS[1]}; the
+	// engine's quorum read of both answers it (readforms.go), and no
+	// master runs the script.
+	ValuePTTL bool
 	// Local, when set, is the reply lockproxy gives for the script itself,
 	// sending nothing: its only write cannot outlive the drift allowance.
 	Local *resp.Reply
@@ -332,6 +336,7 @@ type Catalog struct {
 	scripts []*Script          // builtin first, then custom, in order
 	bySHA   map[string]*Script // lower-case hex sha1 → script
 	byNorm  map[string]*Script // Normalize(body) → script, built once here so Match only normalizes the client's text
+	reads   map[string]*Script // Normalize(body) → a read the engine answers itself (readforms.go)
 }
 
 // New builds the catalog: the built-in scripts, then custom, the
@@ -339,6 +344,7 @@ type Catalog struct {
 // it (its index in custom and its name) and the field at fault.
 func New(custom []ScriptConfig) (*Catalog, error) {
 	c := &Catalog{bySHA: map[string]*Script{}, byNorm: map[string]*Script{}}
+	c.addReadForms()
 	for _, b := range builtins {
 		body, err := scriptFiles.ReadFile("scripts/" + b.file + ".lua")
 		if err != nil {
@@ -469,8 +475,8 @@ func (c *Catalog) BySHA(sha string) *Script {
 }
 
 // Match returns the catalogued script that body is: the one with its exact
-// sha1, else the one with its normal form (see Normalize); nil when there
-// is none. It allocates nothing for bodies of usual size.
+// sha1, else the one with its normal form (see Normalize), else a read
+// form with it (readforms.go); nil when there is none. It allocates nothing for bodies of usual size.
 func (c *Catalog) Match(body []byte) *Script {
 	sum := sha1.Sum(body)
 	var h [40]byte
@@ -482,7 +488,9 @@ func (c *Catalog) Match(body []byte) *Script {
 	norm, err := appendNormal((*bp)[:0], body)
 	var s *Script
 	if err == nil && len(norm) > 0 {
-		s = c.byNorm[string(norm)]
+		if s = c.byNorm[string(norm)]; s == nil {
+			s = c.reads[string(norm)]
+		}
 	}
 	if cap(norm) <= maxPooledNorm {
 		*bp = norm[:0]
