@@ -15,8 +15,15 @@
 // against one plain redis-server (TestLibsPlainRedis) and through
 // lockproxy (TestLibsThroughLockproxy).
 //
-// The package has no code of its own outside its tests. The Python, Node
-// and PHP scripts it runs live in python/, node/ and php/ (python/vendor
+// The Redis clients of Ruby, Perl and Lua that Debian ships (redis-rb,
+// Perl's Redis and Redis::Fast, lua-redis) run their handshakes and a
+// lock's life against one plain redis-server and through lockproxy, whose
+// replies must be the plain server's, step by step
+// (TestOtherLanguageClients).
+//
+// The package has no code of its own outside its tests. The Python, Node,
+// PHP, Ruby, Perl and Lua scripts it runs live in python/, node/, php/,
+// ruby/, perl/ and lua/ (python/vendor
 // holds python-redis-lock, which Debian does not package);
 // node/package-lock.json pins the npm packages, installed by the tests with
 // npm ci. A missing interpreter or package fails the suite with the command

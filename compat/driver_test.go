@@ -31,10 +31,10 @@ import (
 // (hash) lock joined by ",".
 //
 // A failed check fails the test and kills the script. Other stdout lines
-// are logged. The script asserts what the library returns itself and exits
+// are logged, and returned. The script asserts what the library returns itself and exits
 // non-zero with a message on stderr when something is wrong; the test
 // fails then with that message.
-func (e *env) runDriven(t *testing.T, timeout time.Duration, name string, args ...string) {
+func (e *env) runDriven(t *testing.T, timeout time.Duration, name string, args ...string) (lines []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -62,6 +62,7 @@ func (e *env) runDriven(t *testing.T, timeout time.Duration, name string, args .
 		f := strings.Fields(line)
 		if len(f) == 0 || f[0] != "CHECK" {
 			t.Logf("%s: %s", name, line)
+			lines = append(lines, line)
 			continue
 		}
 		checks++
@@ -88,6 +89,7 @@ func (e *env) runDriven(t *testing.T, timeout time.Duration, name string, args .
 		t.Fatalf("%s checked nothing on the masters", name)
 	}
 	t.Logf("%s: %d checkpoints passed in %v", name, checks, time.Since(start).Round(time.Millisecond))
+	return lines
 }
 
 func (e *env) checkpoint(t *testing.T, f []string) error {

@@ -1,0 +1,110 @@
+# redis-rb (Debian's ruby-redis 4.8) through lockproxy: the handshakes its
+# users' connection options send, then the lock flow Ruby code writes with
+# it, redlock-rb's value-and-PTTL read included.
+#
+# Run by compat/langs_test.go, against one plain redis-server and through
+# lockproxy:
+#
+#     ruby redis_rb.rb PORT PREFIX
+#
+# Each "STEP name result" line is compared with the plain run's; at each
+# "CHECK ..." line the test reads the masters and answers "ok" (runDriven).
+# An assertion that fails exits 1 with the reason on stderr.
+require "redis"
+
+PORT = Integer(ARGV[0])
+PREFIX = ARGV[1]
+
+def fail(msg)
+  warn "FAIL: #{msg}"
+  exit 1
+end
+
+def expect(cond, msg)
+  fail(msg) unless cond
+end
+
+def check(*args)
+  puts "CHECK #{args.join(' ')}"
+  $stdout.flush
+  answer = $stdin.gets.to_s.strip
+  fail("checkpoint #{args.join(' ')}: test answered #{answer.inspect}") unless answer == "ok"
+end
+
+# step runs the block and prints its result, or the first word of the
+# error it raised (the error code: both servers' texts differ in detail).
+def step(name)
+  r = begin
+    yield
+  rescue Redis::BaseError => e
+    "error #{e.message.split.first}"
+  end
+  puts "STEP #{name} #{r.inspect}"
+  $stdout.flush
+  r
+end
+
+def connect(**opts)
+  Redis.new(host: "127.0.0.1", port: PORT, timeout: 5, **opts)
+end
+
+puts "redis-rb #{Redis::VERSION}"
+key = PREFIX + "lock"
+
+# Handshakes: what redis-rb sends on connect for db, id (CLIENT SETNAME)
+# and a URL; then the commands libraries send to probe the server.
+step("connect db 0, id") { connect(db: 0, id: "rb-client").ping }
+step("connect url") { Redis.new(url: "redis://127.0.0.1:#{PORT}/0").ping }
+step("connect password, no requirepass") { connect(password: "secret").ping }
+r = connect
+step("select 0") { r.select(0) }
+step("info redis_version >= 2.6.12") { Gem::Version.new(r.info["redis_version"]) >= Gem::Version.new("2.6.12") }
+step("info server") { r.info("server").key?("redis_version") }
+step("client setname") { r.call(:client, :setname, "rb-named") }
+step("client getname") { r.call(:client, :getname) }
+step("echo") { r.echo("hi") }
+step("connected?") { r.connected? }
+
+# The lock flow.
+tok, other = "rb-token-a", "rb-token-b"
+c2 = connect
+expect(step("set nx px") { r.set(key, tok, nx: true, px: 5000) } == true, "SET NX PX refused a free lock")
+check("held", key, tok)
+expect(step("contender set nx px") { c2.set(key, other, nx: true, px: 5000) } == false, "a contender got a held lock")
+step("get") { r.get(key) }
+step("exists?") { r.exists?(key) }
+step("pttl in 4000..5000") { (4000..5000).cover?(r.pttl(key)) }
+extend = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+release = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+expect(step("eval extend") { r.eval(extend, keys: [key], argv: [tok, 8000]) } == 1, "extend failed")
+check("pttl", key, 7000, 8000)
+step("stranger's extend") { c2.eval(extend, keys: [key], argv: [other, 9000]) }
+step("stranger's release") { c2.eval(release, keys: [key], argv: [other]) }
+check("held", key, tok)
+check("pttl", key, 6000, 8000)
+sha = step("script load") { r.script(:load, release) }
+step("script exists") { r.script(:exists, sha) }
+step("evalsha of an unknown sha1") { r.evalsha("0" * 40, keys: [key], argv: [tok]) }
+step("pipelined get, pttl, exists") do
+  g, t, x = r.pipelined { |p| p.get(key); p.pttl(key); p.exists(key) }
+  [g, (5000..8000).cover?(t), x]
+end
+# redlock-rb's get_remaining_ttl script (its locked? and valid_lock?).
+step("value and pttl read") do
+  v, t = r.eval('return { redis.call("get", KEYS[1]), redis.call("pttl", KEYS[1]) }', keys: [key])
+  [v, (5000..8000).cover?(t)]
+end
+# A stranger's compare-and-delete transaction: the value is not its own.
+step("stranger's watch, get, unwatch") { c2.watch(key) { c2.get(key) == other ? c2.multi { |m| m.del(key) } : c2.unwatch } }
+check("held", key, tok)
+# The holder's: WATCH, GET, MULTI, DEL, EXEC.
+step("watch, get, multi del, exec") { r.watch(key) { r.get(key) == tok ? r.multi { |m| m.del(key) } : r.unwatch } }
+check("gone", key)
+step("value and pttl read, free") { r.eval('return { redis.call("get", KEYS[1]), redis.call("pttl", KEYS[1]) }', keys: [key]) }
+# Re-acquire with EX; release by EVALSHA of the loaded script.
+expect(step("set nx ex") { c2.set(key, other, nx: true, ex: 5) } == true, "re-acquire failed")
+check("held", key, other)
+step("evalsha release") { c2.evalsha(sha, keys: [key], argv: [other]) }
+check("gone", key)
+step("quit") { r.quit }
+step("ping after quit (reconnects)") { r.ping }
