@@ -21,7 +21,7 @@ func stringConstants(p *lua.FunctionProto) []string {
 	var walk func(*lua.FunctionProto)
 	walk = func(p *lua.FunctionProto) {
 		for _, c := range p.Constants {
-			if s, ok := c.(lua.LString); ok && string(s) != concatName {
+			if s, ok := c.(lua.LString); ok && !hiddenName(string(s)) {
 				seen[string(s)] = true
 			}
 		}
@@ -57,7 +57,11 @@ func constants(p *lua.FunctionProto) []string {
 	for _, s := range []string{"", "0", "1", "-1"} {
 		seen[s] = true
 	}
-	delete(seen, concatName)
+	for s := range seen {
+		if hiddenName(s) {
+			delete(seen, s)
+		}
+	}
 	out := make([]string, 0, len(seen))
 	for s := range seen {
 		out = append(out, s)

@@ -13,6 +13,19 @@ import (
 // be written in Lua source, so no script can reach, shadow or reassign it.
 const concatName = "\x00concat"
 
+// forNames name the functions a numeric for's initial value, limit and
+// step go through (forValue): Redis's Lua 5.1 turns a string there into a
+// number (for i = 1, ARGV[1]), gopher-lua's VM raises an error instead.
+// Like concatName, they cannot be written in Lua source.
+var forNames = [3]string{"\x00forinit", "\x00forlimit", "\x00forstep"}
+
+// hiddenName reports whether s names one of the functions compile's
+// rewriting calls: a string constant of the compiled script, not the
+// script's own.
+func hiddenName(s string) bool {
+	return s == concatName || s == forNames[0] || s == forNames[1] || s == forNames[2]
+}
+
 // maxNesting bounds the nesting of blocks and expressions, as Lua 5.1's
 // parser does ("chunk has too many syntax levels"): it keeps the compiler's
 // recursion, and this file's, small.
@@ -34,9 +47,13 @@ func compile(body []byte, maxBytes int) (*lua.FunctionProto, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
-	// local concatName = concatName: read once from the globals before any
-	// of the script runs.
-	prelude := &ast.LocalAssignStmt{Names: []string{concatName}, Exprs: []ast.Expr{&ast.IdentExpr{Value: concatName}}}
+	// local concatName, forNames... = concatName, forNames...: read once
+	// from the globals before any of the script runs.
+	prelude := &ast.LocalAssignStmt{}
+	for _, name := range append([]string{concatName}, forNames[:]...) {
+		prelude.Names = append(prelude.Names, name)
+		prelude.Exprs = append(prelude.Exprs, &ast.IdentExpr{Value: name})
+	}
 	proto, err := lua.Compile(append([]ast.Stmt{prelude}, chunk...), "user_script")
 	if err != nil {
 		return nil, &Refusal{Class: ClassCompile, Reason: "the body does not compile: " + err.Error()}
@@ -84,10 +101,10 @@ func (w *rewriter) stmt(s ast.Stmt, depth int) {
 		w.stmts(s.Then, depth)
 		w.stmts(s.Else, depth)
 	case *ast.NumberForStmt:
-		s.Init = w.expr(s.Init, depth)
-		s.Limit = w.expr(s.Limit, depth)
+		s.Init = forValue(0, w.expr(s.Init, depth))
+		s.Limit = forValue(1, w.expr(s.Limit, depth))
 		if s.Step != nil {
-			s.Step = w.expr(s.Step, depth)
+			s.Step = forValue(2, w.expr(s.Step, depth))
 		}
 		w.stmts(s.Stmts, depth)
 	case *ast.GenericForStmt:
@@ -104,6 +121,16 @@ func (w *rewriter) stmt(s ast.Stmt, depth int) {
 	default:
 		w.err = &Refusal{Class: ClassCompile, Reason: fmt.Sprintf("the body has a statement the analyzer does not know (%T)", s)}
 	}
+}
+
+// forValue wraps e, a numeric for's initial value (i 0), limit (1) or step
+// (2), in a call of forNames[i].
+func forValue(i int, e ast.Expr) ast.Expr {
+	call := &ast.FuncCallExpr{Func: &ast.IdentExpr{Value: forNames[i]}, Args: []ast.Expr{e}}
+	call.SetLine(e.Line())
+	call.SetLastLine(e.LastLine())
+	call.Func.SetLine(e.Line())
+	return call
 }
 
 func (w *rewriter) exprs(es []ast.Expr, depth int) {

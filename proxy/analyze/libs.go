@@ -70,6 +70,39 @@ func (v *vm) concat(L *lua.LState) int {
 	return 1
 }
 
+// forNumber returns the function a numeric for's value named what goes
+// through (compile.go, forNames): a number as it is, a string that reads as
+// one converted, as Lua 5.1's OP_FORPREP does, anything else the error
+// Redis's Lua raises.
+func forNumber(what string) lua.LGFunction {
+	return func(L *lua.LState) int {
+		switch x := L.Get(1).(type) {
+		case lua.LNumber:
+			L.Push(x)
+			return 1
+		case lua.LString:
+			if n, ok := strNumber(string(x)); ok {
+				L.Push(n)
+				return 1
+			}
+		}
+		L.RaiseError("'for' %s must be a number", what)
+		return 0
+	}
+}
+
+// strNumber reads s as a number the way the VM's arithmetic does.
+func strNumber(s string) (lua.LNumber, bool) {
+	s = strings.Trim(s, " \t\n")
+	if v, err := strconv.ParseInt(s, 0, 64); err == nil {
+		return lua.LNumber(v), true
+	}
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		return lua.LNumber(v), true
+	}
+	return 0, false
+}
+
 // installBase replaces the base functions whose stock versions could let a
 // script escape the sandbox, see its own machinery or work unboundedly.
 func (v *vm) installBase(g *lua.LTable) {

@@ -97,6 +97,9 @@ func newVM(proto *lua.FunctionProto, b *budget) *vm {
 	g.RawSetString("cjson", v.cjsonLib())
 	g.RawSetString("redis", v.redisLib())
 	g.RawSetString(concatName, L.NewFunction(v.concat))
+	for i, what := range [3]string{"initial value", "limit", "step"} {
+		g.RawSetString(forNames[i], L.NewFunction(forNumber(what)))
+	}
 	v.keysMT = v.argMeta(func(r *run) *int { return &r.keysMiss })
 	v.argvMT = v.argMeta(func(r *run) *int { return &r.argvMiss })
 	g.RawSetString("KEYS", L.NewTable())

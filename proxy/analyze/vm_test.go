@@ -70,6 +70,13 @@ var scriptReplies = []struct{ body, want string }{
 	{`return tostring(1/3)`, `"0.33333333333333"`},
 	{`return 2^53`, ":9007199254740992"},
 	{`return redis.pcall("expire", KEYS[1], "9223372036854775807")`, "-ERR invalid expire time in 'expire' command"},
+	// A numeric for takes strings that read as numbers, as Lua 5.1 does
+	// (IPC::ConcurrencyLimit's for i = 1, ARGV[1]).
+	{`local n = 0 for i = "1", " 3 ", "1" do n = n + i end return n`, ":6"},
+	{`local t = {} for i = 1, "2" do t[#t + 1] = type(i) end return t`, `["number" "number"]`},
+	{`for i = 1, ARGV[1] do end return 1`, "-ERR user_script:1: 'for' limit must be a number"},
+	{`for i = {}, 2 do end return 1`, "-ERR user_script:1: 'for' initial value must be a number"},
+	{`for i = 1, 2, "x" do end return 1`, "-ERR user_script:1: 'for' step must be a number"},
 }
 
 func TestSandboxReplies(t *testing.T) {
