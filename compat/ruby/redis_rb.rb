@@ -1,6 +1,6 @@
 # redis-rb (Debian's ruby-redis 4.8) through lockproxy: the handshakes its
 # users' connection options send, then the lock flow Ruby code writes with
-# it, redlock-rb's value-and-PTTL read included.
+# it, and redlock-rb's wire flow (its scripts, as its sha1s find them).
 #
 # Run by compat/langs_test.go, against one plain redis-server and through
 # lockproxy:
@@ -10,6 +10,7 @@
 # Each "STEP name result" line is compared with the plain run's; at each
 # "CHECK ..." line the test reads the masters and answers "ok" (runDriven).
 # An assertion that fails exits 1 with the reason on stderr.
+require "digest"
 require "redis"
 
 PORT = Integer(ARGV[0])
@@ -106,5 +107,31 @@ expect(step("set nx ex") { c2.set(key, other, nx: true, ex: 5) } == true, "re-ac
 check("held", key, other)
 step("evalsha release") { c2.evalsha(sha, keys: [key], argv: [other]) }
 check("gone", key)
+# redlock-rb's wire flow (1.x and 2.x): EVALSHA of its scripts' sha1s,
+# NOSCRIPT, SCRIPT LOAD of all three (a refused one failed every lock),
+# then EVALSHA: lock with ARGV[3] "yes", extend with "no", its
+# value-and-PTTL read, unlock.
+rl_lock = <<~LUA
+  if (redis.call("exists", KEYS[1]) == 0 and ARGV[3] == "yes") or redis.call("get", KEYS[1]) == ARGV[1] then
+    return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2])
+  end
+LUA
+rl_pttl = 'return { redis.call("get", KEYS[1]), redis.call("pttl", KEYS[1]) }'
+k2 = PREFIX + "redlock"
+rl = [release, rl_lock, rl_pttl].map { |b| Digest::SHA1.hexdigest(b) }
+step("redlock-rb: evalsha before loading") { r.evalsha(rl[1], keys: [k2], argv: [tok, 5000, "yes"]) }
+step("redlock-rb: script load x3") { [release, rl_lock, rl_pttl].map { |b| r.script(:load, b) } == rl }
+step("redlock-rb: lock") { r.evalsha(rl[1], keys: [k2], argv: [tok, 5000, "yes"]) }
+check("held", k2, tok)
+step("redlock-rb: contender's lock") { c2.evalsha(rl[1], keys: [k2], argv: [other, 5000, "yes"]) }
+step("redlock-rb: extend") { r.evalsha(rl[1], keys: [k2], argv: [tok, 8000, "no"]) }
+check("pttl", k2, 6000, 8000)
+step("redlock-rb: stranger's extend") { c2.evalsha(rl[1], keys: [k2], argv: [other, 9000, "no"]) }
+step("redlock-rb: read") { v, t = r.evalsha(rl[2], keys: [k2]); [v, (1000..8000).cover?(t)] }
+step("redlock-rb: stranger's unlock") { c2.evalsha(rl[0], keys: [k2], argv: [other]) }
+check("held", k2, tok)
+step("redlock-rb: unlock") { r.evalsha(rl[0], keys: [k2], argv: [tok]) }
+check("gone", k2)
+step("redlock-rb: read, free") { r.evalsha(rl[2], keys: [k2]) }
 step("quit") { r.quit }
 step("ping after quit (reconnects)") { r.ping }
