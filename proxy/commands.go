@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"fmt"
-	"strconv"
 
 	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/quorum"
@@ -137,8 +136,8 @@ func overKeys(name []byte, args [][]byte) bool {
 		if len(args) < 3 {
 			return false
 		}
-		n, err := strconv.Atoi(string(args[2]))
-		return err == nil && n > 1
+		n, ok := resp.ParseRedisInt(args[2])
+		return ok && n > 1
 	}
 	return false
 }

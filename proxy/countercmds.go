@@ -1,9 +1,8 @@
 package proxy
 
 import (
-	"strconv"
-
 	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/internal/resp"
 )
 
 // INCR and INCRBY on counters: the quorum max-register of quorum/counter.go,
@@ -16,8 +15,8 @@ func cmdIncr(s *Server, c *client, args [][]byte) {
 	t0 := evloop.Now()
 	by := int64(1)
 	if len(args) == 3 {
-		n, err := strconv.ParseInt(string(args[2]), 10, 64)
-		if err != nil {
+		n, ok := resp.ParseRedisInt(args[2])
+		if !ok {
 			c.errorf("ERR value is not an integer or out of range")
 			s.cfg.Metrics.Request("incrby", "error")
 			return

@@ -1,11 +1,11 @@
 package proxy
 
 import (
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -50,8 +50,8 @@ func parseSet(args [][]byte) (setOpts, string) {
 			if i+1 >= len(args) {
 				return o, "ERR syntax error: " + strings.ToUpper(opt) + " needs a value; " + setUsage
 			}
-			v, err := strconv.ParseInt(string(args[i+1]), 10, 64)
-			if err != nil {
+			v, ok := resp.ParseRedisInt(args[i+1])
+			if !ok {
 				return o, "ERR value is not an integer or out of range"
 			}
 			if v <= 0 {
@@ -210,8 +210,8 @@ func cmdExpire(s *Server, c *client, args [][]byte) {
 	if len(args[0]) == 6 { // EXPIRE
 		unit = quorum.Seconds
 	}
-	v, err := strconv.ParseInt(string(args[2]), 10, 64)
-	if err != nil {
+	v, ok := resp.ParseRedisInt(args[2])
+	if !ok {
 		c.errorf("ERR value is not an integer or out of range")
 		return
 	}

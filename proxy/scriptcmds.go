@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
@@ -20,11 +19,12 @@ import (
 // catalogued one, or one the analyzer understood.
 func cmdEval(s *Server, c *client, args [][]byte) {
 	t0 := evloop.Now()
-	numKeys, err := strconv.Atoi(string(args[2]))
-	if err != nil || numKeys < 0 {
+	n, ok := resp.ParseRedisInt(args[2])
+	if !ok || n < 0 {
 		c.errorf("ERR value is not an integer or out of range")
 		return
 	}
+	numKeys := int(min(n, int64(len(args))))
 	if numKeys > len(args)-3 {
 		c.errorf("ERR Number of keys can't be greater than number of args")
 		return

@@ -108,7 +108,7 @@ func txCommand(s *Server, c *client, name string, args [][]byte) bool {
 			break
 		}
 		if name == "pexpire" || name == "expire" {
-			if v, err := strconv.ParseInt(string(args[2]), 10, 64); err != nil || v <= 0 {
+			if v, ok := resp.ParseRedisInt(args[2]); !ok || v <= 0 {
 				c.errorf("ERR value is not an integer or out of range")
 				break
 			}
@@ -246,7 +246,7 @@ func cmdExec(s *Server, c *client, args [][]byte) {
 	if q[0][0] == 'p' || q[0][0] == 'e' {
 		ms := q[2]
 		if q[0][0] == 'e' { // EXPIRE: seconds
-			v, _ := strconv.ParseInt(string(q[2]), 10, 64)
+			v, _ := resp.ParseRedisInt(q[2])
 			if v > 1<<53/1000 {
 				c.tx = nil
 				c.errorf("ERR invalid expire time in 'expire' command")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/resp"
 	"github.com/lockproxy/lockproxy/proxy/catalog"
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -98,9 +99,9 @@ func (s *Server) scriptTTLs(sc *catalog.Script, keys, argv [][]byte) (ttl time.D
 		if sc.TTLArg > len(from) {
 			return 0, fmt.Sprintf("ERR script %q expects its TTL in %s, but only %d %s were given", sc.Name, where, len(from), where[:4])
 		}
-		v, err := strconv.ParseInt(string(from[sc.TTLArg-1]), 10, 64)
-		if err != nil {
-			return 0, fmt.Sprintf("ERR script %q: %s should be its TTL, an integer", sc.Name, where)
+		v, ok := resp.ParseRedisInt(from[sc.TTLArg-1])
+		if !ok {
+			return 0, fmt.Sprintf("ERR script %q: %s should be its TTL, %s", sc.Name, where, redisInteger)
 		}
 		if v <= 0 && (sc.TTLUnit == quorum.Millis || sc.TTLUnit == quorum.Seconds) {
 			// Many lock scripts take 0 to mean "no expiry" (Medusa's
@@ -114,6 +115,12 @@ func (s *Server) scriptTTLs(sc *catalog.Script, keys, argv [][]byte) (ttl time.D
 	}
 	return ttl, s.checkOtherTTLs(sc, keys, argv)
 }
+
+// redisInteger is how a script's TTL must be written: as Redis reads an
+// integer argument (resp.ParseRedisInt). The script goes to the masters
+// unchanged, so a TTL lockproxy read otherwise than they do could fail
+// there halfway through, after the key was taken.
+const redisInteger = "an integer as Redis reads one (decimal digits, no '+', no leading zero)"
 
 func argName(inKeys bool, i int) string {
 	if inKeys {
@@ -137,9 +144,9 @@ func (s *Server) checkOtherTTLs(sc *catalog.Script, keys, argv [][]byte) string 
 		if o.Arg > len(from) {
 			return fmt.Sprintf("ERR script %q expects a TTL in %s, but only %d %s were given", sc.Name, where, len(from), where[:4])
 		}
-		v, err := strconv.ParseInt(string(from[o.Arg-1]), 10, 64)
-		if err != nil {
-			return fmt.Sprintf("ERR script %q: %s should be a TTL in %s, an integer", sc.Name, where, unitName(o.Unit))
+		v, ok := resp.ParseRedisInt(from[o.Arg-1])
+		if !ok {
+			return fmt.Sprintf("ERR script %q: %s should be a TTL in %s, %s", sc.Name, where, unitName(o.Unit), redisInteger)
 		}
 		if v <= 0 {
 			return fmt.Sprintf("ERR script %q: %s: invalid expire time %d: a TTL must be positive", sc.Name, where, v)

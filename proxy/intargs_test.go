@@ -1,0 +1,98 @@
+package proxy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+)
+
+// Integers as Redis reads them (string2ll): decimal digits, an optional
+// '-', no '+', no leading zero, no space. Go's strconv.ParseInt also takes
+// "+5000" and "05000", and lockproxy once read a script's TTL that way and
+// forwarded the script unchanged: a SETNX-then-PEXPIRE acquire then took
+// the key on every master and failed at its PEXPIRE, leaving a lock with
+// no expiry on all of them (found by review, helper-95).
+
+// setnxThenPexpire is the acquire of legacy lock code ported to a script:
+// the TTL reaches the masters as the client wrote it.
+const setnxThenPexpire = `if redis.call('setnx', KEYS[1], ARGV[1]) == 1 then redis.call('pexpire', KEYS[1], ARGV[2]) return 1 end return 0`
+
+// oddForms are forms of n (digits) and of zero that strconv.ParseInt
+// takes and Redis refuses.
+func oddForms(n string) []string { return []string{"+" + n, "0" + n, "-0", "+0"} }
+
+// TestScriptTTLOnlyAsRedisReadsIt: a script's TTL that Redis would not
+// read as an integer is refused before the script reaches a master, and
+// nothing is left there; one Redis answers the same script with an error
+// and keeps the key without an expiry, which lockproxy must never do.
+func TestScriptTTLOnlyAsRedisReadsIt(t *testing.T) {
+	c := startCluster(t, 5)
+	c.waitVoting(5)
+	one := redisproc.ForTest(t, 1)[0]
+	ctx := context.Background()
+	x := c.client()
+	for _, ttl := range oddForms("5000") {
+		key := "odd-ttl-" + ttl
+		if _, err := one.Do("EVAL", setnxThenPexpire, "1", key, "tok", ttl); err == nil || !strings.Contains(err.Error(), "not an integer") {
+			t.Fatalf("one Redis, TTL %q: %v; want its not-an-integer error (the test's premise)", ttl, err)
+		}
+		rep, err := x.Eval(ctx, setnxThenPexpire, []string{key}, "tok", ttl).Result()
+		if err == nil || !strings.Contains(err.Error(), "ARGV[2]") || !strings.Contains(err.Error(), "integer") {
+			t.Errorf("lockproxy, TTL %q: %v, %v; want an error naming ARGV[2] as the integer TTL", ttl, rep, err)
+		}
+		for i, m := range c.masters {
+			if v, err := m.Do("PTTL", key); err != nil || v != "-2" {
+				t.Errorf("TTL %q: master %d holds %s (PTTL %s, %v); want nothing written", ttl, i, key, v, err)
+			}
+		}
+	}
+}
+
+// TestIntegerArgumentsAsRedisReadsThem: SET's expiry, PEXPIRE's and
+// EXPIRE's TTL and EVAL's key count are refused by lockproxy exactly
+// where one Redis refuses them.
+func TestIntegerArgumentsAsRedisReadsThem(t *testing.T) {
+	c := startCluster(t, 5)
+	c.waitVoting(5)
+	one := redisproc.ForTest(t, 1)[0]
+	ctx := context.Background()
+	x := c.client()
+	var cmds [][]string
+	for _, n := range oddForms("5000") {
+		cmds = append(cmds, []string{"SET", "odd-set", "tok", "NX", "PX", n}, []string{"PEXPIRE", "odd-held", n})
+	}
+	for _, n := range oddForms("5") {
+		cmds = append(cmds, []string{"SET", "odd-set", "tok", "NX", "EX", n}, []string{"EXPIRE", "odd-held", n})
+	}
+	for _, n := range oddForms("1") {
+		cmds = append(cmds, []string{"EVAL", "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])", n, "odd-eval", "tok", "5000"})
+	}
+	for _, cmd := range cmds {
+		{
+			for _, at := range []func(args ...string) error{
+				func(args ...string) error { _, err := one.Do(args...); return err },
+				func(args ...string) error {
+					a := make([]any, len(args))
+					for i := range args {
+						a[i] = args[i]
+					}
+					return x.Do(ctx, a...).Err()
+				},
+			} {
+				err := at(cmd...)
+				if err == nil || !strings.Contains(err.Error(), "not an integer") {
+					t.Errorf("%q: %v; want ERR value is not an integer or out of range, as Redis answers", cmd, err)
+				}
+			}
+			for i, m := range c.masters {
+				for _, k := range []string{"odd-set", "odd-eval"} {
+					if v, _ := m.Do("PTTL", k); v != "-2" {
+						t.Errorf("%q: master %d holds %s (PTTL %s)", cmd, i, k, v)
+					}
+				}
+			}
+		}
+	}
+}
