@@ -17,10 +17,12 @@ import (
 // key and token.
 
 // contentLengths are the lengths tried for keys and tokens, besides the
-// script's small numeric constants and their neighbours: a one-byte id, a
-// 16-byte hex id, a UUID, a sha1 in hex, a 64-byte random string, and
-// long key names.
-var contentLengths = []int{1, 16, 36, 40, 64, 128, 256}
+// script's small numeric constants and their neighbours: the empty string
+// (Redis takes it as a token and as a key name, and a branch on it once
+// hid a force acquisition and a lock without an expiry:
+// TestEmptyTokenOrKeyBranchesRefused), a one-byte id, a 16-byte hex id, a
+// UUID, a sha1 in hex, a 64-byte random string, and long key names.
+var contentLengths = []int{0, 1, 16, 36, 40, 64, 128, 256}
 
 // maxContentLength bounds the lengths taken from the script's constants.
 const maxContentLength = 512
