@@ -37,8 +37,8 @@ func init() {
 		"hexists": {fn: cmdHExists, arity: 3},
 		"del":     {fn: cmdDel, arity: -2},
 		"unlink":  {fn: cmdDel, arity: -2},
-		"pexpire": {fn: cmdExpire, arity: 3},
-		"expire":  {fn: cmdExpire, arity: 3},
+		"pexpire": {fn: cmdExpire, arity: -3},
+		"expire":  {fn: cmdExpire, arity: -3},
 		"script":  {fn: cmdScript, arity: -2},
 		// Counters: a quorum max-register (fencing tokens).
 		"incr":   {fn: cmdIncr, arity: 2},

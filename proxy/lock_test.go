@@ -120,7 +120,6 @@ func TestSetOptionSpellings(t *testing.T) {
 		{"SET", "k", "v", "XX"},
 		{"SET", "k", "v", "XX", "KEEPTTL"},
 		{"SET", "k", "v", "NX", "XX", "PX", 100},
-		{"SET", "k", "v", "XX", "PX", 100, "XX"},
 		{"SET", "k", "v", "XX", "PX", 61000},
 		{"SET", "k", "v", "NX", "PX", 100, "GET"},
 		{"SET", "k", "v", "NX", "KEEPTTL"},

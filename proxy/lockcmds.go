@@ -20,49 +20,50 @@ type setOpts struct {
 	ttlValue int64
 }
 
-// parseSet parses the options of SET key value [options…]. It returns an
-// error message for the client, or "" when args is a lock acquisition (NX)
-// or an extend (XX with an expiry).
+// parseSet parses the options of SET key value [options…] as Redis 7.0
+// does (t_string.c): NX and XX may be repeated but not mixed; an expiry
+// option repeated takes its last value, and only that one is read as an
+// integer; two kinds of expiry are a syntax error. It returns an error
+// message for the client, or "" when args is a lock acquisition (NX) or an
+// extend (XX with an expiry).
 func parseSet(args [][]byte) (setOpts, string) {
 	var o setOpts
+	var ttl []byte
 	for i := 3; i < len(args); i++ {
 		var buf [16]byte
 		opt := string(lowerName(&buf, args[i]))
 		switch opt {
-		case "nx":
-			if o.nx || o.xx {
-				return o, "ERR syntax error: NX given twice, or with XX; " + setUsage
+		case "nx", "xx":
+			if (opt == "nx" && o.xx) || (opt == "xx" && o.nx) {
+				return o, "ERR syntax error: NX and XX together; " + setUsage
 			}
-			o.nx = true
-		case "xx":
-			if o.nx || o.xx {
-				return o, "ERR syntax error: XX given twice, or with NX; " + setUsage
-			}
-			o.xx = true
+			o.nx, o.xx = o.nx || opt == "nx", o.xx || opt == "xx"
 		case "get":
 			return o, "ERR SET GET is not supported: " + setUsage
 		case "keepttl":
 			return o, "ERR SET KEEPTTL is not a lock acquisition: " + setUsage
 		case "px", "ex", "pxat", "exat":
-			if o.unit != 0 {
-				return o, "ERR syntax error: more than one expiry given; " + setUsage
+			if u := ttlUnits[opt]; o.unit != 0 && o.unit != u {
+				return o, "ERR syntax error: two kinds of expiry given; " + setUsage
 			}
 			if i+1 >= len(args) {
 				return o, "ERR syntax error: " + strings.ToUpper(opt) + " needs a value; " + setUsage
 			}
-			v, ok := resp.ParseRedisInt(args[i+1])
-			if !ok {
-				return o, "ERR value is not an integer or out of range"
-			}
-			if v <= 0 {
-				return o, "ERR invalid expire time in 'set' command"
-			}
-			o.ttlValue = v
-			o.unit = ttlUnits[opt]
+			o.unit, ttl = ttlUnits[opt], args[i+1]
 			i++
 		default:
 			return o, "ERR syntax error: unknown SET option '" + clip(args[i]) + "'; " + setUsage
 		}
+	}
+	if o.unit != 0 {
+		v, ok := resp.ParseRedisInt(ttl)
+		if !ok {
+			return o, "ERR value is not an integer or out of range"
+		}
+		if v <= 0 {
+			return o, "ERR invalid expire time in 'set' command"
+		}
+		o.ttlValue = v
 	}
 	if o.xx && o.unit == 0 {
 		// In Redis it would also drop the key's expiry.
@@ -202,6 +203,26 @@ func cmdDel(s *Server, c *client, args [][]byte) {
 	}
 }
 
+// expireOptions refuses Redis 7's options of PEXPIRE and EXPIRE (NX, XX,
+// GT, LT), which each master would apply to its own copy of the lock, so
+// that the copies' expiries part and no one TTL is left to account; an
+// option Redis does not know gets Redis's error. Redis reads the options
+// before the TTL, and so does lockproxy.
+func expireOptions(args [][]byte) string {
+	for _, a := range args[3:] {
+		var buf [16]byte
+		switch string(lowerName(&buf, a)) {
+		case "nx", "xx", "gt", "lt":
+		default:
+			return "ERR Unsupported option " + clip(a)
+		}
+	}
+	if len(args) > 3 {
+		return "ERR " + strings.ToUpper(string(args[0])) + " with its NX, XX, GT and LT options is not supported by lockproxy: each master would apply the option to its own copy of the lock; send " + strings.ToUpper(string(args[0])) + " key ttl without them (a lock always has an expiry, so XX changes nothing there)"
+	}
+	return ""
+}
+
 // cmdExpire is the quorum extend of legacy SETNX+EXPIRE code: PEXPIRE on
 // every master, yes when a quorum had the key, with validity accounted.
 func cmdExpire(s *Server, c *client, args [][]byte) {
@@ -209,6 +230,10 @@ func cmdExpire(s *Server, c *client, args [][]byte) {
 	unit := quorum.Millis
 	if len(args[0]) == 6 { // EXPIRE
 		unit = quorum.Seconds
+	}
+	if msg := expireOptions(args); msg != "" {
+		c.errorf("%s", msg)
+		return
 	}
 	v, ok := resp.ParseRedisInt(args[2])
 	if !ok {

@@ -20,8 +20,12 @@ import (
 func cmdEval(s *Server, c *client, args [][]byte) {
 	t0 := evloop.Now()
 	n, ok := resp.ParseRedisInt(args[2])
-	if !ok || n < 0 {
+	if !ok {
 		c.errorf("ERR value is not an integer or out of range")
+		return
+	}
+	if n < 0 {
+		c.errorf("ERR Number of keys can't be negative")
 		return
 	}
 	numKeys := int(min(n, int64(len(args))))

@@ -1,0 +1,110 @@
+package proxy_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+)
+
+// TestSetOptionsAsRedisReadsThem: SET's options as Redis 7.0 reads them
+// (t_string.c): NX and XX may be repeated, an expiry option repeated
+// takes its last value (the others are never parsed), two kinds of expiry
+// are a syntax error. lockproxy refused the repetitions Redis accepts;
+// each command here is sent to one Redis and through lockproxy, which
+// must agree on success, and on the TTL the lock gets.
+func TestSetOptionsAsRedisReadsThem(t *testing.T) {
+	c := startCluster(t, 5)
+	c.waitVoting(5)
+	one := redisproc.ForTest(t, 1)[0]
+	ctx := context.Background()
+	x := c.client()
+	for i, o := range []struct {
+		opts []string
+		ok   bool
+		ttl  time.Duration // the lock's TTL where ok
+	}{
+		{[]string{"NX", "NX", "PX", "5000"}, true, 5 * time.Second},
+		{[]string{"NX", "PX", "10", "PX", "20000"}, true, 20 * time.Second},
+		{[]string{"NX", "PX", "20000", "PX", "10000"}, true, 10 * time.Second},
+		{[]string{"NX", "PX", "abc", "PX", "20000"}, true, 20 * time.Second},
+		{[]string{"nx", "ex", "50", "Ex", "20"}, true, 20 * time.Second},
+		{[]string{"NX", "PX", "20000", "EX", "20"}, false, 0},
+		{[]string{"NX", "EX", "20", "PXAT", "1"}, false, 0},
+		{[]string{"NX", "XX", "PX", "5000"}, false, 0},
+		{[]string{"NX", "PX", "5000", "PX"}, false, 0},
+		{[]string{"NX", "PX", "20000", "PX", "abc"}, false, 0},
+	} {
+		key := "setopt:" + strconv.Itoa(i)
+		cmd := append([]string{"SET", key, "tok"}, o.opts...)
+		_, oneErr := one.Do(cmd...)
+		if (oneErr == nil) != o.ok {
+			t.Fatalf("one Redis: %q answered %v; the test expects ok=%v", cmd, oneErr, o.ok)
+		}
+		a := make([]any, len(cmd))
+		for i := range cmd {
+			a[i] = cmd[i]
+		}
+		v, err := x.Do(ctx, a...).Result()
+		if o.ok != (err == nil && v == "OK") {
+			t.Errorf("lockproxy: %q answered %v, %v; one Redis answered %v", cmd, v, err, oneErr)
+			continue
+		}
+		if !o.ok {
+			if !strings.HasPrefix(err.Error(), "ERR") || strings.HasPrefix(oneErr.Error(), "ERR syntax error") != strings.HasPrefix(err.Error(), "ERR syntax error") {
+				t.Errorf("lockproxy: %q: %v; one Redis: %v", cmd, err, oneErr)
+			}
+			for m, r := range c.onMasters(key) {
+				if r != "(nil)" {
+					t.Errorf("%q refused, yet master %d holds %s", cmd, m, r)
+				}
+			}
+			continue
+		}
+		for m, srv := range c.masters {
+			p, err := srv.Do("PTTL", key)
+			n, _ := strconv.ParseInt(p, 10, 64)
+			if err != nil || n <= 0 || time.Duration(n)*time.Millisecond > o.ttl || time.Duration(n)*time.Millisecond < o.ttl-time.Second {
+				t.Errorf("%q: master %d PTTL %s, %v; want about %v", cmd, m, p, err, o.ttl)
+			}
+		}
+	}
+}
+
+// TestExpireOptionsRefusedSayingWhy: PEXPIRE and EXPIRE with Redis 7's
+// NX, XX, GT or LT are refused, saying that lockproxy extends without
+// them, not with an arity error Redis 7 would never give; an option Redis
+// does not know gets Redis's own error. Nothing reaches a master.
+func TestExpireOptionsRefusedSayingWhy(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := context.Background()
+	x := c.client()
+	if err := x.SetNX(ctx, "exopt", "tok", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]any{
+		{"PEXPIRE", "exopt", "1000", "GT"},
+		{"PEXPIRE", "exopt", "1000", "lt"},
+		{"EXPIRE", "exopt", "1", "NX"},
+		{"EXPIRE", "exopt", "1", "XX"},
+	} {
+		err := x.Do(ctx, cmd...).Err()
+		if err == nil || !strings.Contains(err.Error(), "NX, XX, GT and LT") || strings.Contains(err.Error(), "wrong number") {
+			t.Errorf("%v: %v; want a refusal naming the options", cmd, err)
+		}
+	}
+	if err := x.Do(ctx, "PEXPIRE", "exopt", "1000", "FOO").Err(); err == nil || err.Error() != "ERR Unsupported option FOO" {
+		t.Errorf("PEXPIRE with FOO: %v; want Redis's ERR Unsupported option FOO", err)
+	}
+	for i, m := range c.masters {
+		if p, _ := m.Do("PTTL", "exopt"); p == "-2" || len(p) < 4 {
+			t.Errorf("master %d: PTTL %s after refused PEXPIREs; want the lock's 10s left", i, p)
+		}
+	}
+	if err := x.Do(ctx, "EVAL", "return 1", "-1").Err(); err == nil || err.Error() != "ERR Number of keys can't be negative" {
+		t.Errorf("EVAL with -1 keys: %v; want Redis's ERR Number of keys can't be negative", err)
+	}
+}
