@@ -22,6 +22,9 @@ type analysis struct {
 	// judgedVals, when set, are the values the judged states ran with,
 	// while an alternative gives a key argument another name (content.go).
 	judgedVals []string
+	// wordOthers: other holders' tokens are otherWord and otherWord2
+	// (probe.go), while a word is tried as the caller's token.
+	wordOthers bool
 	runs       int
 	// readsTTL: a run read a key's remaining TTL (PTTL, TTL).
 	readsTTL bool

@@ -55,7 +55,7 @@ func (f *finding) heldByOthers(e *entry, tv string) bool {
 		}
 	case typeZSet:
 		for _, m := range e.zset {
-			if m.m == otherToken || m.m == otherToken2 {
+			if m.m == otherToken || m.m == otherToken2 || m.m == otherWord || m.m == otherWord2 {
 				return true
 			}
 		}

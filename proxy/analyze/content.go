@@ -146,6 +146,32 @@ func (a *analysis) contentAlternatives(sem *Semantics, f *finding, base []judged
 					return err
 				}
 			}
+			if p == tok && isWord(v) {
+				if err := a.wordHolders(sem, f, &g, base, with); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// isWord reports whether v is one of the contents of contentLengths
+// (empty, or a letter from t to z repeated), which tonumber reads as nil.
+func isWord(v string) bool { return v == "" || (v[0] >= 't' && v[0] <= 'z') }
+
+// wordHolders reruns the uniform states with the caller's token a word
+// (in g) and the other holders' tokens words too: real tokens are all
+// words or all numbers, and a script comparing them through tonumber
+// (nil == nil) acts on every word holder's lock (found by review:
+// TestTokensComparedAsNumbersRefused).
+func (a *analysis) wordHolders(sem *Semantics, f, g *finding, base []judged, with string) error {
+	a.wordOthers, a.cache = true, map[string]*obs{}
+	defer func() { a.wordOthers, a.cache = false, map[string]*obs{} }()
+	with += " (and other holders' tokens no numbers either)"
+	for _, j := range base {
+		if err := a.sameWithAs(sem, f, g, j, j.o.s, with, false); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -25,7 +25,7 @@ func jointSig(o *obs) string {
 		b.WriteString("|pub " + p)
 	}
 	// Two other holders are alike when only their tokens differ.
-	return strings.ReplaceAll(b.String(), otherToken2, otherToken)
+	return strings.NewReplacer(otherToken2, otherToken, otherWord2, otherWord).Replace(b.String())
 }
 
 // uniform is the state where every key of keys has holder h in form f.

@@ -24,6 +24,23 @@ const (
 	otherToken2 = "3899999999999"
 )
 
+// Other holders' tokens that are no numbers, as real tokens are not: the
+// words tried as the caller's token (content.go) also run against these,
+// for a script that compares tokens through tonumber, which gives nil for
+// every word, so that nil == nil takes or deletes anyone's lock.
+const (
+	otherWord  = "Q899999999999"
+	otherWord2 = "R899999999999"
+)
+
+// otherTokens are the tokens of other holders in the probe states.
+func (a *analysis) otherTokens() (string, string) {
+	if a.wordOthers {
+		return otherWord, otherWord2
+	}
+	return otherToken, otherToken2
+}
+
 // heldPTTL is the remaining TTL of the i-th held key of a probe state:
 // distinct per key (to tell a minimum from a particular key) and from every
 // argument (to tell a TTL that was kept from one that was set).
@@ -176,11 +193,12 @@ func (a *analysis) db(s probeState, nowMS int64) keyspace {
 			continue
 		}
 		hv := a.tokenValue(s)
+		other, other2 := a.otherTokens()
 		switch k.h {
 		case byOther:
-			hv = otherToken
+			hv = other
 		case byOther2:
-			hv = otherToken2
+			hv = other2
 		}
 		exp := nowMS + a.heldPTTL(i)
 		if s.pttl > 0 {
@@ -208,7 +226,7 @@ func (a *analysis) db(s probeState, nowMS int64) keyspace {
 			}
 		}
 		if k.h == shared && e.typ == typeHash {
-			e.hash = append(e.hash, field{otherToken, "1"})
+			e.hash = append(e.hash, field{other, "1"})
 		}
 		e.exp = exp
 		ks[a.vals[k.pos]] = e
