@@ -2,12 +2,15 @@ package proxy_test
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestSetOptionsAsRedisReadsThem: SET's options as Redis 7.0 reads them
@@ -107,4 +110,94 @@ func TestExpireOptionsRefusedSayingWhy(t *testing.T) {
 	if err := x.Do(ctx, "EVAL", "return 1", "-1").Err(); err == nil || err.Error() != "ERR Number of keys can't be negative" {
 		t.Errorf("EVAL with -1 keys: %v; want Redis's ERR Number of keys can't be negative", err)
 	}
+}
+
+// TestSetAgreesWithRedisOnRandomOptions: random SETs over NX, XX, the four
+// expiries (with integers Redis refuses: "+5000", "05000", "-0", " 5000",
+// "5000.0", overflow), GET and KEEPTTL, each sent to one Redis and through
+// lockproxy. lockproxy never takes a SET that Redis refuses, refuses with
+// a syntax error exactly where Redis does, and takes every lock Redis
+// would take (NX, no XX, GET or KEEPTTL) whose last relative expiry is
+// within max_ttl and leaves validity.
+func TestSetAgreesWithRedisOnRandomOptions(t *testing.T) {
+	c := startCluster(t, 5)
+	c.waitVoting(5)
+	one := redisproc.ForTest(t, 1)[0]
+	ctx := context.Background()
+	x := c.client()
+	r := rand.New(rand.NewPCG(95, 1))
+	msVals := []string{"5000", "+5000", "05000", "-0", "0", "-5", "abc", "5000.0", " 5000", "5000 ", "9223372036854775807", "1", "60000", "60001", "", "1e3"}
+	sVals := []string{"5", "+5", "05", "-0", "0", "-5", "x", "5.0", "60", "61", "9223372036854775807", "9223372036854776"}
+	now := time.Now()
+	atMs := []string{strconv.FormatInt(now.Add(10*time.Second).UnixMilli(), 10), "1", "0", strconv.FormatInt(now.Add(time.Hour).UnixMilli(), 10), "+" + strconv.FormatInt(now.Add(10*time.Second).UnixMilli(), 10)}
+	atS := []string{strconv.FormatInt(now.Add(10*time.Second).Unix(), 10), "1", strconv.FormatInt(now.Add(time.Hour).Unix(), 10)}
+	for i := range 300 {
+		cmd := []string{"SET", "rnd:" + strconv.Itoa(i), "tok"}
+		for range 1 + r.IntN(4) {
+			switch r.IntN(8) {
+			case 0, 1:
+				cmd = append(cmd, []string{"NX", "nx", "Nx"}[r.IntN(3)])
+			case 2:
+				cmd = append(cmd, "XX")
+			case 3:
+				cmd = append(cmd, []string{"PX", "px"}[r.IntN(2)], msVals[r.IntN(len(msVals))])
+			case 4:
+				cmd = append(cmd, "EX", sVals[r.IntN(len(sVals))])
+			case 5:
+				cmd = append(cmd, "PXAT", atMs[r.IntN(len(atMs))])
+			case 6:
+				cmd = append(cmd, "EXAT", atS[r.IntN(len(atS))])
+			case 7:
+				cmd = append(cmd, []string{"GET", "KEEPTTL", "PX"}[r.IntN(3)])
+			}
+		}
+		_, oneErr := one.Do(cmd...)
+		a := make([]any, len(cmd))
+		for i := range cmd {
+			a[i] = cmd[i]
+		}
+		v, err := x.Do(ctx, a...).Result()
+		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+		switch {
+		case oneErr != nil && err == nil:
+			t.Errorf("%q: one Redis refused it (%v), lockproxy answered %v", cmd, oneErr, v)
+		case oneErr != nil:
+			if strings.HasPrefix(oneErr.Error(), "ERR syntax error") != strings.HasPrefix(err.Error(), "ERR syntax error") && !strings.Contains(err.Error(), "GET") && !strings.Contains(err.Error(), "KEEPTTL") {
+				t.Errorf("%q: one Redis: %v; lockproxy: %v", cmd, oneErr, err)
+			}
+		case err != nil && takesLock(cmd):
+			t.Errorf("%q: one Redis took it, lockproxy: %v", cmd, err)
+		}
+	}
+}
+
+// takesLock reports whether SET cmd, which one Redis took, is a lock
+// lockproxy must take too: NX, no XX, GET or KEEPTTL, and its last expiry
+// relative, within the default max_ttl (60s), and longer than the drift
+// allowance.
+func takesLock(cmd []string) bool {
+	nx, ms := false, int64(0)
+	for i := 3; i < len(cmd); i++ {
+		switch strings.ToLower(cmd[i]) {
+		case "nx":
+			nx = true
+		case "xx", "get", "keepttl":
+			return false
+		case "pxat", "exat":
+			ms = -1
+			i++
+		case "px", "ex":
+			n, err := strconv.ParseInt(cmd[i+1], 10, 64)
+			if err != nil {
+				return false
+			}
+			if ms = n; strings.ToLower(cmd[i]) == "ex" {
+				ms = n * 1000
+			}
+			i++
+		}
+	}
+	return nx && ms >= 3 && ms <= 60000
 }
