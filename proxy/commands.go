@@ -142,6 +142,26 @@ func overKeys(name []byte, args [][]byte) bool {
 	return false
 }
 
+// equalFoldASCII reports whether b is lower (lower case) in any ASCII case,
+// as Redis compares names (strcasecmp). strings.EqualFold also folds 'ſ'
+// to 's' and the Kelvin sign to 'k': a script's command argument
+// "publiſh" passed as PUBLISH, and the masters failed at it halfway
+// through the script (TestCommandArgumentFoldedAsRedisDoes).
+func equalFoldASCII(b []byte, lower string) bool {
+	if len(b) != len(lower) {
+		return false
+	}
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
 func lowerName(buf *[16]byte, b []byte) []byte {
 	if len(b) > len(buf) {
 		return bytes.ToLower(b)

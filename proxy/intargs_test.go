@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockproxy/lockproxy/internal/redisproc"
 )
@@ -93,6 +94,41 @@ func TestIntegerArgumentsAsRedisReadsThem(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestCommandArgumentFoldedAsRedisDoes: a script that runs a command named
+// by an argument (Redisson's unlock publishes with redis.call(ARGV[4], …))
+// is forwarded only when that argument is PUBLISH or SPUBLISH in ASCII
+// case, as Redis looks commands up. strings.EqualFold also folds 'ſ' to
+// 's', so "publiſh" passed lockproxy's check; the masters deleted the lock
+// and then failed at the unknown command, and the holder heard an error
+// for a release that had happened (found by review, helper-95).
+func TestCommandArgumentFoldedAsRedisDoes(t *testing.T) {
+	c := startCluster(t, 3)
+	c.waitVoting(3)
+	ctx := context.Background()
+	x := c.client()
+	rel := `if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) redis.call(ARGV[2], KEYS[2], 'released') return 1 end return 0`
+	for _, cmd := range []string{"publi\u017fh", "\u017fpubli\u017fh"} {
+		if err := x.SetNX(ctx, "fold", "tok", 10*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := x.Eval(ctx, rel, []string{"fold", "ch"}, "tok", cmd).Result()
+		if err == nil || !strings.Contains(err.Error(), "ARGV[2]") {
+			t.Errorf("%q as the command: %v; want lockproxy's refusal naming ARGV[2]", cmd, err)
+		}
+		if got := c.onMasters("fold"); count(got, "tok") != 3 {
+			t.Errorf("%q as the command: masters hold %q; want the lock untouched", cmd, got)
+		}
+	}
+	for _, cmd := range []string{"publish", "PUBLISH", "sPublish"} {
+		if err := x.SetNX(ctx, "fold", "tok", 10*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := x.Eval(ctx, rel, []string{"fold", "ch"}, "tok", cmd).Result(); err != nil || r != int64(1) {
+			t.Errorf("%q as the command: %v, %v; want 1 (released)", cmd, r, err)
 		}
 	}
 }

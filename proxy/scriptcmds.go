@@ -182,7 +182,7 @@ func checkScriptArgs(sc *catalog.Script, keys, argv [][]byte) string {
 		return fmt.Sprintf("ERR script %q selects the database in ARGV[%d]: lockproxy serves database 0 only, so it must be 0", sc.Name, sc.DBArg)
 	}
 	for _, i := range sc.CommandArgs {
-		if i > len(argv) || !(strings.EqualFold(string(argv[i-1]), "publish") || strings.EqualFold(string(argv[i-1]), "spublish")) {
+		if i > len(argv) || !(equalFoldASCII(argv[i-1], "publish") || equalFoldASCII(argv[i-1], "spublish")) {
 			return fmt.Sprintf("ERR script %q runs ARGV[%d] as a command: lockproxy accepts publish or spublish there", sc.Name, i)
 		}
 	}
@@ -220,7 +220,7 @@ func cmdScript(s *Server, c *client, args [][]byte) {
 			return b
 		})
 	case "flush":
-		if len(args) > 3 || (len(args) == 3 && !strings.EqualFold(string(args[2]), "sync") && !strings.EqualFold(string(args[2]), "async")) {
+		if len(args) > 3 || (len(args) == 3 && !equalFoldASCII(args[2], "sync") && !equalFoldASCII(args[2], "async")) {
 			c.errorf("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
 			return
 		}
