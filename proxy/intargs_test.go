@@ -132,3 +132,33 @@ func TestCommandArgumentFoldedAsRedisDoes(t *testing.T) {
 		}
 	}
 }
+
+// TestUnicodeCaseCommandNotForwarded: a script calling "pexpİre" (U+0130,
+// which strings.ToLower maps to 'i') was understood as a SETNX-then-PEXPIRE
+// acquire; Redis knows no such command, so on every master the script took
+// the key and failed, leaving a lock without an expiry, as one Redis does.
+// lockproxy refuses it and nothing reaches a master (found by review,
+// helper-95).
+func TestUnicodeCaseCommandNotForwarded(t *testing.T) {
+	c := startCluster(t, 5)
+	c.waitVoting(5)
+	one := redisproc.ForTest(t, 1)[0]
+	ctx := context.Background()
+	x := c.client()
+	body := "if redis.call('setnx', KEYS[1], ARGV[1]) == 1 then redis.call('pexp\u0130re', KEYS[1], ARGV[2]) return 1 end return 0"
+	if _, err := one.Do("EVAL", body, "1", "uni", "tok", "5000"); err == nil || !strings.Contains(err.Error(), "Unknown Redis command") {
+		t.Fatalf("one Redis: %v; want its unknown-command error (the test's premise)", err)
+	}
+	if p, _ := one.Do("PTTL", "uni"); p != "-1" {
+		t.Fatalf("one Redis: PTTL %s; want -1, the key taken without an expiry (the test's premise)", p)
+	}
+	rep, err := x.Eval(ctx, body, []string{"uni"}, "tok", "5000").Result()
+	if err == nil || !strings.HasPrefix(err.Error(), "ERR unknown script") {
+		t.Errorf("lockproxy: %v, %v; want the script refused", rep, err)
+	}
+	for i, m := range c.masters {
+		if p, err := m.Do("PTTL", "uni"); err != nil || p != "-2" {
+			t.Errorf("master %d: PTTL uni %s (%v); want nothing written", i, p, err)
+		}
+	}
+}

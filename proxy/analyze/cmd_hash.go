@@ -1,9 +1,6 @@
 package analyze
 
-import (
-	"math"
-	"strings"
-)
+import "math"
 
 func (r *run) hget(args []string) Reply {
 	e, wrong := r.lookupType(args[1], typeHash)
@@ -40,7 +37,7 @@ func (r *run) hmget(args []string) Reply {
 
 // hset is HSET and HMSET (pairs of field and value) and HSETNX.
 func (r *run) hset(args []string) Reply {
-	name := strings.ToLower(args[0])
+	name := lowerASCII(args[0])
 	if len(args)%2 != 0 {
 		return arityError(name)
 	}
@@ -138,7 +135,7 @@ func (r *run) hgetall(args []string) Reply {
 	if wrong {
 		return wrongType
 	}
-	name := strings.ToLower(args[0])
+	name := lowerASCII(args[0])
 	out := Reply{Type: ArrayReply}
 	if e != nil {
 		for _, f := range e.hash {

@@ -29,10 +29,10 @@ func (r *run) exists(args []string) Reply {
 // expire is EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT with Redis 7's NX, XX,
 // GT and LT.
 func (r *run) expire(args []string) Reply {
-	name := strings.ToLower(args[0])
+	name := lowerASCII(args[0])
 	var nx, xx, gt, lt bool
 	for _, o := range args[3:] {
-		switch strings.ToUpper(o) {
+		switch upperASCII(o) {
 		case "NX":
 			nx = true
 		case "XX":
@@ -92,7 +92,7 @@ func (r *run) ttl(args []string) Reply {
 		return intReply(-1)
 	}
 	left := max(e.exp-r.nowMS(), 0)
-	if strings.ToLower(args[0]) == "ttl" {
+	if lowerASCII(args[0]) == "ttl" {
 		return intReply((left + 500) / 1000)
 	}
 	return intReply(left)

@@ -21,7 +21,7 @@ func (r *run) set(args []string) Reply {
 	var nx, xx, get, keep bool
 	unit, exp := "", ""
 	for i := 3; i < len(args); i++ {
-		opt := strings.ToUpper(args[i])
+		opt := upperASCII(args[i])
 		switch {
 		case opt == "NX" && !xx:
 			nx = true
@@ -114,7 +114,7 @@ func (r *run) setnx(args []string) Reply {
 
 // setex is SETEX key seconds value and PSETEX key ms value.
 func (r *run) setex(args []string) Reply {
-	name := strings.ToLower(args[0])
+	name := lowerASCII(args[0])
 	at, bad := r.expireAt(args[2], name == "setex", true, name, false)
 	if bad.Type != 0 {
 		return bad
@@ -125,7 +125,7 @@ func (r *run) setex(args []string) Reply {
 
 // mset is MSET and MSETNX: pairs of key and value, no expiry.
 func (r *run) mset(args []string) Reply {
-	name := strings.ToLower(args[0])
+	name := lowerASCII(args[0])
 	if len(args)%2 == 0 {
 		return arityError(name)
 	}
@@ -201,7 +201,7 @@ func (r *run) strlen(args []string) Reply {
 
 // incr is INCR, DECR, INCRBY and DECRBY.
 func (r *run) incr(args []string) Reply {
-	name := strings.ToLower(args[0])
+	name := lowerASCII(args[0])
 	by := int64(1)
 	if len(args) == 3 {
 		var ok bool

@@ -12,7 +12,7 @@ func zaddParse(args []string) (zaddFlags, []string, []float64, Reply) {
 	i := 2
 options:
 	for ; i < len(args); i++ {
-		switch strings.ToUpper(args[i]) {
+		switch upperASCII(args[i]) {
 		case "NX":
 			f.nx = true
 		case "XX":
@@ -176,7 +176,7 @@ func (r *run) zcount(args []string) Reply {
 	case e == nil:
 		return intReply(0)
 	}
-	remove := strings.ToLower(args[0]) == "zremrangebyscore"
+	remove := lowerASCII(args[0]) == "zremrangebyscore"
 	n, kept := int64(0), e.zset[:0:0]
 	for _, m := range e.zset {
 		if in(m.s) {
@@ -198,7 +198,7 @@ func (r *run) zcount(args []string) Reply {
 func (r *run) zrange(args []string) Reply {
 	withScores := false
 	for _, o := range args[4:] {
-		if strings.ToUpper(o) != "WITHSCORES" {
+		if upperASCII(o) != "WITHSCORES" {
 			return r.fail(ClassCommand, args, o, "ZRANGE options other than WITHSCORES are not in the analyzer's model")
 		}
 		withScores = true
@@ -224,7 +224,7 @@ func (r *run) zrange(args []string) Reply {
 		stop = n + stop
 	}
 	stop = min(stop, n-1)
-	rev := strings.ToLower(args[0]) == "zrevrange"
+	rev := lowerASCII(args[0]) == "zrevrange"
 	for i := start; i <= stop; i++ {
 		m := e.zset[i]
 		if rev {
@@ -244,7 +244,7 @@ func (r *run) push(args []string) Reply {
 		return wrongType
 	}
 	for _, v := range args[2:] {
-		if strings.ToLower(args[0]) == "lpush" {
+		if lowerASCII(args[0]) == "lpush" {
 			e.list = append([]string{v}, e.list...)
 		} else {
 			e.list = append(e.list, v)

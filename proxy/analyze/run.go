@@ -82,7 +82,7 @@ func (r *run) fail(c Class, args []string, arg, reason string) Reply {
 // are not verbatim arguments and databases other than 0 are refused; other
 // mistakes get Redis's own error reply.
 func (r *run) exec(args []string) Reply {
-	name := strings.ToLower(args[0])
+	name := lowerASCII(args[0])
 	spec, ok := commands[name]
 	if !ok {
 		if p := r.pos(args[0]); p >= 0 {
