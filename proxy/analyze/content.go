@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,6 +133,9 @@ func (a *analysis) contentAlternatives(sem *Semantics, f *finding, base []judged
 			return &Refusal{Class: ClassBehaviour, Arg: posName(p, a.nkeys),
 				Reason: fmt.Sprintf("the script has more constants than the %d contents the analyzer tries for its %s %s (a script may branch on the %s's content)", maxContentValues, what, posName(p, a.nkeys), what)}
 		}
+		if p == tok && tok >= a.nkeys {
+			vals = append(vals, a.keyNamesAsToken(sem, saved, vals)...)
+		}
 		for _, v := range vals {
 			a.vals = append([]string(nil), saved...)
 			a.vals[p] = v
@@ -141,6 +145,9 @@ func (a *analysis) contentAlternatives(sem *Semantics, f *finding, base []judged
 				g.tok = v
 			}
 			with := fmt.Sprintf("with the %s %s = %s", what, posName(p, a.nkeys), quoteClip(v))
+			if q := slices.Index(saved, v); q >= 0 && q < a.nkeys {
+				with = fmt.Sprintf("with the %s %s equal to %s (the key's name)", what, posName(p, a.nkeys), posName(q, a.nkeys))
+			}
 			for _, j := range base {
 				if err := a.sameWithAs(sem, f, &g, j, j.o.s, with, false); err != nil {
 					return err
@@ -154,6 +161,21 @@ func (a *analysis) contentAlternatives(sem *Semantics, f *finding, base []judged
 		}
 	}
 	return nil
+}
+
+// keyNamesAsToken are the names of the lock's KEYS, tried as its token
+// when the token is an ARGV: a client may pass the key's name as its
+// token, and a script may branch on ARGV[1] == KEYS[1]
+// (TestTokenEqualToKeyNameBranchesRefused). The runs still put what is
+// done to the key down to its KEYS argument, which comes first.
+func (a *analysis) keyNamesAsToken(sem *Semantics, saved, tried []string) []string {
+	var out []string
+	for _, k := range sem.LockKeys {
+		if p := a.posOf(k); p >= 0 && p < a.nkeys && !slices.Contains(tried, saved[p]) && !slices.Contains(out, saved[p]) {
+			out = append(out, saved[p])
+		}
+	}
+	return out
 }
 
 // isWord reports whether v is one of the contents of contentLengths

@@ -35,3 +35,26 @@ return 0`,
 		}
 	}
 }
+
+// TestTokenEqualToKeyNameBranchesRefused: a client may pass its lock key's
+// name as its token (SET k k NX PX …). The contents tried for the token
+// left out every other argument's value, so a script doing otherwise
+// when the token is the key's name was understood by its other branch: a
+// force acquisition as an acquire, a 1 ms lock with validity accounted
+// for ARGV[2], a force release as a release (found by review, helper-95).
+func TestTokenEqualToKeyNameBranchesRefused(t *testing.T) {
+	for _, body := range []string{
+		`if ARGV[1] == KEYS[1] then return redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`,
+		`local t = ARGV[2] if ARGV[1] == KEYS[1] then t = 1 end
+return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', t)`,
+		`if ARGV[1] == KEYS[1] or redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0`,
+	} {
+		if sem, err := Analyze([]byte(body), Options{}); err == nil {
+			t.Errorf("understood as %v, but it does otherwise when the token is the key's name:\n%s", sem, body)
+		} else {
+			t.Logf("refused: %v", err)
+		}
+	}
+}
