@@ -20,8 +20,8 @@ type Options struct {
 	// 120). It also bounds the tables and closures a run can create, one
 	// per step at most.
 	MaxRunSteps int64
-	// MaxSteps bounds the whole analysis (default 1,000,000; the corpus
-	// takes at most about 130,000).
+	// MaxSteps bounds the whole analysis (default 1,500,000; the corpus
+	// takes at most about 205,000, TestBudgetHeadroom holds it to a fifth).
 	MaxSteps int64
 	// MaxRunBytes bounds the bytes of strings a run builds (concatenation,
 	// string.rep, string.format, table.concat, cjson, the model's replies…),
@@ -55,7 +55,7 @@ func (o Options) withDefaults() Options {
 		o.MaxRunSteps = 20_000
 	}
 	if o.MaxSteps <= 0 {
-		o.MaxSteps = 1_000_000
+		o.MaxSteps = 1_500_000
 	}
 	if o.MaxRunBytes <= 0 {
 		o.MaxRunBytes = 256 << 10
