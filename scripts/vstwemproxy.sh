@@ -47,6 +47,12 @@ for p in "${ports[@]}"; do
 	1722?) fmasters+="${fmasters:+,}127.0.0.1:$p" ;;
 	esac
 done
+for p in "${ports[@]}"; do # the floor dials its masters once, at its start
+	for i in $(seq 100); do
+		[ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] && break
+		sleep 0.1
+	done
+done
 cat >"$dir/lp.toml" <<CONF
 listen = "127.0.0.1:17292"
 metrics_listen = ""
