@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,48 @@ func TestShippedConfigLoads(t *testing.T) {
 		}
 		if !strings.Contains(data, name) {
 			t.Errorf("config.toml does not document %s", key)
+		}
+	}
+}
+
+// TestShippedConfigScriptsExample: the commented [[scripts]] example at the
+// end of config.toml, uncommented as an operator would, loads and
+// registers each of its scripts: an example that duplicates a built-in
+// script stops the start ("remove this entry").
+func TestShippedConfigScriptsExample(t *testing.T) {
+	data, err := os.ReadFile("../../config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	start := -1
+	for i, l := range lines {
+		if l == "# [[scripts]]" {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		t.Fatal(`config.toml has no commented "# [[scripts]]" example`)
+	}
+	var example strings.Builder
+	for _, l := range lines[start:] {
+		example.WriteString(strings.TrimPrefix(strings.TrimPrefix(l, "#"), " ") + "\n")
+	}
+	cfg, err := loadConfig(writeConfig(t, example.String()), nil)
+	if err != nil {
+		t.Fatalf("config.toml's [[scripts]] example, uncommented: %v\n%s", err, example.String())
+	}
+	if len(cfg.Scripts) < 2 {
+		t.Fatalf("config.toml's [[scripts]] example decodes to %d entries, want its acquire and its release", len(cfg.Scripts))
+	}
+	cat, err := catalog.New(cfg.Scripts)
+	if err != nil {
+		t.Fatalf("config.toml's [[scripts]] example, uncommented, stops the start: %v", err)
+	}
+	for _, sc := range cfg.Scripts {
+		if s := cat.Match([]byte(sc.Body)); s == nil || s.Name != sc.Name {
+			t.Errorf("config.toml's example script %q is not recognized as itself (got %v)", sc.Name, s)
 		}
 	}
 }
