@@ -290,8 +290,11 @@ func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration
 		}
 		// Logged once per quarantine: a reconnection during it (which
 		// checks again) or this proxy's clock reading the same end again
-		// is no news.
-		if w.logged.IsZero() || absDuration(until.Sub(w.logged)) > 100*time.Millisecond {
+		// is no news, nor is the end a policy that still evicts moves at
+		// each check (its error said so, once); the end it has once the
+		// policy is noeviction again is.
+		evicting := w.policy.policy != "" && w.policy.policy != "noeviction"
+		if w.logged.IsZero() || !evicting && absDuration(until.Sub(w.logged)) > 100*time.Millisecond {
 			w.logged = until
 			msg := "master quarantined: its lockproxy marker says it lost its data earlier, or may have evicted keys (noticed by this or another lockproxy); its votes do not count until the quarantine ends"
 			switch {

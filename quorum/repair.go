@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -86,7 +87,13 @@ func (w *watch) repairState(record string) {
 		case err == nil:
 			w.repair.lastErr = ""
 			w.m.e.repairs[w.i].Store(false)
-			w.m.e.cfg.Logger.Info("master's counters restored since it lost its data: it votes on counters again", "master", w.addr, "counters", n)
+			level := slog.LevelInfo
+			if p := w.policy.policy; p != "" && p != "noeviction" {
+				// A policy that still evicts records a new loss at every
+				// check, repaired each time: no news (its error said why).
+				level = slog.LevelDebug
+			}
+			w.m.e.cfg.Logger.Log(w.m.ctx, level, "master's counters restored since it lost its data: it votes on counters again", "master", w.addr, "counters", n)
 		case w.m.ctx.Err() == nil && err.Error() != w.repair.lastErr:
 			w.repair.lastErr = err.Error()
 			w.m.e.cfg.Logger.Warn("cannot restore the master's counters yet; retrying at its next check (it does not vote on counters meanwhile)", "master", w.addr, "err", err)
