@@ -121,3 +121,37 @@ func TestClientNamesValid(t *testing.T) {
 		t.Errorf("CLIENT GETNAME after an empty name = %q, want the RESP3 null", got)
 	}
 }
+
+// TestUnknownSubcommandSaysWhatIsSupported: CLIENT and COMMAND with a
+// subcommand lockproxy lacks answer Redis's "unknown subcommand" error
+// (clients probing for newer ones match it), followed by the subcommands
+// lockproxy does support. Before, it pointed to CLIENT HELP and COMMAND
+// HELP, which lockproxy refuses the same way: the error sent the reader
+// in a circle.
+func TestUnknownSubcommandSaysWhatIsSupported(t *testing.T) {
+	c := startCluster(t, 1)
+	r := dialRaw(t, c.addr)
+	for _, tc := range []struct {
+		cmd  []string
+		want []string // named in the error
+	}{
+		{[]string{"CLIENT", "LIST"}, []string{"SETNAME", "GETNAME", "ID", "SETINFO", "INFO", "TRACKING"}},
+		{[]string{"CLIENT", "HELP"}, []string{"SETNAME", "TRACKING"}},
+		{[]string{"COMMAND", "GETKEYS", "GET", "k"}, []string{"COUNT", "DOCS", "INFO", "LIST"}},
+		{[]string{"COMMAND", "HELP"}, []string{"COUNT", "DOCS"}},
+	} {
+		got := r.do(tc.cmd...)
+		prefix := "-ERR unknown subcommand '" + tc.cmd[1] + "'."
+		if !strings.HasPrefix(got, prefix) {
+			t.Errorf("%q = %q, want it to start with %q (Redis's text)", tc.cmd, got, prefix)
+		}
+		if strings.Contains(strings.TrimPrefix(got, prefix), "HELP") {
+			t.Errorf("%q = %q: it sends the reader to a HELP lockproxy does not answer", tc.cmd, got)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%q = %q, want it to name the supported subcommand %s", tc.cmd, got, w)
+			}
+		}
+	}
+}

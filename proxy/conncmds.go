@@ -216,9 +216,10 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 	case sub == "caching":
 		clientCaching(c, args)
 	default:
-		// What Redis 7.0 answers; clients that probe for newer
-		// subcommands (MAINT_NOTIFICATIONS) tolerate it.
-		c.errorf("ERR unknown subcommand '%s'. Try CLIENT HELP.", clip(args[1]))
+		// Redis 7.0's "unknown subcommand", which clients that probe for
+		// newer subcommands (MAINT_NOTIFICATIONS) tolerate, then what
+		// lockproxy answers (not Redis's "Try CLIENT HELP": it has none).
+		c.errorf("ERR unknown subcommand '%s'. lockproxy supports CLIENT SETNAME, GETNAME, ID, SETINFO, INFO, TRACKING, CACHING, NO-EVICT and NO-TOUCH", clip(args[1]))
 	}
 }
 
@@ -274,6 +275,6 @@ func cmdCommand(s *Server, c *client, args [][]byte) {
 			return resp.AppendArrayHeader(b, 0)
 		})
 	default:
-		c.errorf("ERR unknown subcommand '%s'. Try COMMAND HELP.", clip(args[1]))
+		c.errorf("ERR unknown subcommand '%s'. lockproxy supports COMMAND, COMMAND COUNT, DOCS, INFO and LIST", clip(args[1]))
 	}
 }
