@@ -36,8 +36,14 @@ for i = 1, #KEYS do
 end
 return n`)
 	// getTTLScript returns the value and the PTTL of KEYS[1] in one round
-	// trip, so PTTL can be counted over masters holding the same value.
-	getTTLScript = newScript(`return {redis.call("GET", KEYS[1]), redis.call("PTTL", KEYS[1])}`)
+	// trip, so PTTL can be counted over masters holding the same value. A
+	// key of another type (Redisson's hash lock) stands for its type, NUL
+	// first, so that PTTL answers as on one Redis: GET would raise
+	// WRONGTYPE, and the masters' errors read as "no such key".
+	getTTLScript = newScript(`local t = redis.call("TYPE", KEYS[1]).ok
+if t == "none" then return {false, -2} end
+if t ~= "string" then return {"\0" .. t, redis.call("PTTL", KEYS[1])} end
+return {redis.call("GET", KEYS[1]), redis.call("PTTL", KEYS[1])}`)
 	// existsScript returns, per KEY, 1 when it exists.
 	existsScript = newScript(`local r = {}
 for i = 1, #KEYS do r[i] = redis.call("EXISTS", KEYS[i]) end

@@ -110,6 +110,14 @@ func (r *Request) readFailure() {
 		r.err = r.noQuorum()
 		return
 	}
+	// A master that answered an error says nothing of the key: with it a
+	// quorum may hold the key, so nil ("not held") would be a guess. The
+	// client gets the error, which says what failed (WRONGTYPE, as one
+	// Redis; a NOPERM naming a command lockproxy's user lacks).
+	if errs := r.errorReplies(); errs > 0 && int(r.answered-errs) < r.e.q {
+		r.reply, _ = r.commonError()
+		return
+	}
 	switch r.agg {
 	case AggValue:
 		r.reply = resp.ReplyNil

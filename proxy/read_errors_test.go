@@ -1,0 +1,86 @@
+package proxy_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// TestReadErrorsNotTakenForAbsent: a quorum read whose masters answered
+// errors cannot tell whether the key is held, so the client gets their
+// error, which says what failed, not nil ("not held"). Before, a master
+// user whose ACL lacks TYPE (docs/operations.md asked for less than
+// lockproxy uses) made GET answer nil for a held lock, and a GET of a list
+// answered nil where Redis answers WRONGTYPE.
+func TestReadErrorsNotTakenForAbsent(t *testing.T) {
+	masters := redisproc.ForTest(t, 3)
+	for _, m := range masters {
+		if _, err := m.Do("ACL", "SETUSER", "lp", "on", ">pw", "~*", "&*", "+@all", "-type"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := startFront(t, masters, false, func(_ *proxy.Config, qc *quorum.Config) {
+		qc.MasterUsername, qc.MasterPassword = "lp", "pw"
+	})
+	c.waitUp(3)
+	c.waitVoting(3)
+	r := dialRaw(t, c.addr)
+	if got := r.do("SET", "lock", "tok", "NX", "PX", "10000"); got != "+OK\r\n" {
+		t.Fatalf("SET NX = %q, want +OK", got)
+	}
+	if got := r.do("GET", "lock"); !strings.HasPrefix(got, "-") || !strings.Contains(got, "NOPERM") && !strings.Contains(got, "can't run this command") {
+		t.Errorf("GET of a held lock with TYPE refused to lockproxy's user = %q, want the masters' permission error (not nil: the lock is held)", got)
+	}
+
+}
+
+// TestReadOfOtherTypesAsRedis: GET of a key that is not a string answers
+// Redis's WRONGTYPE (it answered nil), and PTTL/TTL of a lock that is not a
+// string (Redisson's hash) answer its remaining time as on one Redis (they
+// answered -2, "no such key", while EXISTS and HGET said it was held).
+func TestReadOfOtherTypesAsRedis(t *testing.T) {
+	c := startCluster(t, 3)
+	r := dialRaw(t, c.addr)
+	for _, m := range c.masters {
+		if _, err := m.Do("RPUSH", "list", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.do("GET", "list"); !strings.HasPrefix(got, "-WRONGTYPE") {
+		t.Errorf("GET of a list on every master = %q, want -WRONGTYPE as Redis", got)
+	}
+	// A hash lock on a quorum (2 of 3), as Redisson's tryLockInner leaves it.
+	for _, m := range c.masters[:2] {
+		if _, err := m.Do("HSET", "hlock", "uuid:1", "1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Do("PEXPIRE", "hlock", "30000"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.do("EXISTS", "hlock"); got != ":1\r\n" {
+		t.Fatalf("EXISTS of a hash lock on a quorum = %q, want :1", got)
+	}
+	got := r.do("PTTL", "hlock")
+	n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(got, ":"), "\r\n"))
+	if err != nil || n < 25000 || n > 30000 {
+		t.Errorf("PTTL of a hash lock held by a quorum for 30s = %q, want about 30000 (as Redis)", got)
+	}
+	if got := r.do("TTL", "hlock"); got != ":29\r\n" && got != ":30\r\n" {
+		t.Errorf("TTL of a hash lock held by a quorum for 30s = %q, want 29 or 30", got)
+	}
+	// On a minority only: no quorum holds it.
+	if _, err := c.masters[0].Do("HSET", "minority", "uuid:1", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.masters[0].Do("PEXPIRE", "minority", "30000"); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.do("PTTL", "minority"); got != ":-2\r\n" {
+		t.Errorf("PTTL of a hash on 1 master of 3 = %q, want -2", got)
+	}
+}
