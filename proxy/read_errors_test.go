@@ -73,6 +73,29 @@ func TestReadOfOtherTypesAsRedis(t *testing.T) {
 	if got := r.do("TTL", "hlock"); got != ":29\r\n" && got != ":30\r\n" {
 		t.Errorf("TTL of a hash lock held by a quorum for 30s = %q, want 29 or 30", got)
 	}
+	// Two holders' hashes: X's on a quorum (10s and 12s), Y's leftover on
+	// the third master (30s). The quorum holds X's for 10s; counting every
+	// hash as one value would answer 12s, longer than any quorum holds it.
+	for i, ttl := range []string{"10000", "12000", "30000"} {
+		field := "uuid-x:1"
+		if i == 2 {
+			field = "uuid-y:1"
+		}
+		if _, err := c.masters[i].Do("HSET", "mixed", field, "1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.masters[i].Do("PEXPIRE", "mixed", ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// With master 0 (X's 10s copy) paused, the two answers are X's 12s and
+	// Y's 30s: no quorum holds one holder's hash among them.
+	c.masters[0].Pause()
+	got = r.do("PTTL", "mixed")
+	c.masters[0].Resume()
+	if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(got, ":"), "\r\n")); err != nil || n > 10000 {
+		t.Errorf("PTTL of a hash lock held by a quorum for 10s beside another holder's 30s copy = %q, want at most 10000", got)
+	}
 	// On a minority only: no quorum holds it.
 	if _, err := c.masters[0].Do("HSET", "minority", "uuid:1", "1"); err != nil {
 		t.Fatal(err)

@@ -37,13 +37,23 @@ end
 return n`)
 	// getTTLScript returns the value and the PTTL of KEYS[1] in one round
 	// trip, so PTTL can be counted over masters holding the same value. A
-	// key of another type (Redisson's hash lock) stands for its type, NUL
-	// first, so that PTTL answers as on one Redis: GET would raise
-	// WRONGTYPE, and the masters' errors read as "no such key".
+	// key of another type stands for its type, NUL first, and for a small
+	// hash or sorted set (Redisson's and Symfony's locks) its sorted fields
+	// or members too, the holder: so PTTL answers as on one Redis (GET
+	// would raise WRONGTYPE, whose errors read as "no such key"), and never
+	// counts one holder's copies with another's, which could answer a time
+	// longer than any quorum holds either.
 	getTTLScript = newScript(`local t = redis.call("TYPE", KEYS[1]).ok
 if t == "none" then return {false, -2} end
-if t ~= "string" then return {"\0" .. t, redis.call("PTTL", KEYS[1])} end
-return {redis.call("GET", KEYS[1]), redis.call("PTTL", KEYS[1])}`)
+if t == "string" then return {redis.call("GET", KEYS[1]), redis.call("PTTL", KEYS[1])} end
+local v, m = "\0" .. t, nil
+if t == "hash" and redis.call("HLEN", KEYS[1]) <= 16 then
+  m = redis.call("HKEYS", KEYS[1])
+elseif t == "zset" and redis.call("ZCARD", KEYS[1]) <= 16 then
+  m = redis.call("ZRANGE", KEYS[1], 0, -1)
+end
+if m then table.sort(m) v = v .. "\0" .. table.concat(m, "\0") end
+return {v, redis.call("PTTL", KEYS[1])}`)
 	// existsScript returns, per KEY, 1 when it exists.
 	existsScript = newScript(`local r = {}
 for i = 1, #KEYS do r[i] = redis.call("EXISTS", KEYS[i]) end
