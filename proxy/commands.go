@@ -300,10 +300,13 @@ func (s *Server) render(out []byte, c *client, sl *slot) []byte {
 	case renderExec, renderExecAbsent:
 		return renderTx(out, sl.kind, rep, sl.resp3)
 	case renderBulkIsOne:
-		if rep.Type == resp.Bulk {
+		switch rep.Type {
+		case resp.Bulk:
 			return resp.AppendInt(out, 1)
+		case resp.Error: // the masters' (WRONGTYPE…): no answer to read
+		default:
+			return resp.AppendInt(out, 0)
 		}
-		return resp.AppendInt(out, 0)
 	}
 	return resp.AppendReply(out, rep, sl.resp3)
 }

@@ -38,8 +38,8 @@ func TestReadErrorsNotTakenForAbsent(t *testing.T) {
 
 }
 
-// TestReadOfOtherTypesAsRedis: GET of a key that is not a string answers
-// Redis's WRONGTYPE (it answered nil), and PTTL/TTL of a lock that is not a
+// TestReadOfOtherTypesAsRedis: GET, HGET and HEXISTS of a key of the wrong
+// type answer Redis's WRONGTYPE (they answered nil and 0), and PTTL/TTL of a lock that is not a
 // string (Redisson's hash) answer its remaining time as on one Redis (they
 // answered -2, "no such key", while EXISTS and HGET said it was held).
 func TestReadOfOtherTypesAsRedis(t *testing.T) {
@@ -50,8 +50,10 @@ func TestReadOfOtherTypesAsRedis(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := r.do("GET", "list"); !strings.HasPrefix(got, "-WRONGTYPE") {
-		t.Errorf("GET of a list on every master = %q, want -WRONGTYPE as Redis", got)
+	for _, cmd := range [][]string{{"GET", "list"}, {"HGET", "list", "f"}, {"HEXISTS", "list", "f"}} {
+		if got := r.do(cmd...); !strings.HasPrefix(got, "-WRONGTYPE") {
+			t.Errorf("%q of a list on every master = %q, want -WRONGTYPE as Redis", cmd, got)
+		}
 	}
 	// A hash lock on a quorum (2 of 3), as Redisson's tryLockInner leaves it.
 	for _, m := range c.masters[:2] {
