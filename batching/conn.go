@@ -47,7 +47,7 @@ func (p *Pipeline) connect() (net.Conn, error) {
 // command but never the credentials.
 func (p *Pipeline) handshake(conn net.Conn, hs []byte, auth bool) error {
 	if _, err := conn.Write(hs); err != nil {
-		return err
+		return refusal(conn, err)
 	}
 	n := len(p.opt.Init)
 	if auth {
@@ -81,6 +81,22 @@ func (p *Pipeline) handshake(conn net.Conn, hs []byte, auth bool) error {
 		i++
 	}
 	return nil
+}
+
+// refusal is why the handshake's write failed with err. A master that
+// refused the TLS handshake once it had completed on this side (TLS 1.3:
+// the master requires a client certificate) sent its reason, an alert,
+// before closing; the write sees only the reset, which says nothing of
+// what to fix. So the alert is read, briefly, and preferred.
+func refusal(conn net.Conn, err error) error {
+	conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	var b [64]byte
+	_, rerr := conn.Read(b[:])
+	var op *net.OpError
+	if errors.As(rerr, &op) && op.Op == "remote error" {
+		return rerr
+	}
+	return err
 }
 
 // firstWords renders the command name and first argument of an encoded
