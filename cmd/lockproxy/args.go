@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,6 +33,9 @@ func parseArgs(argv []string, stdout, stderr io.Writer) (a args, code int, exit 
 	showVersion := fs.Bool("version", false, "print the version and commit, and exit")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof format) of the run to this file, until shutdown")
 	if err := fs.Parse(argv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return a, 0, true // -h: the usage was asked for, not a usage error
+		}
 		return a, 2, true
 	}
 	if fs.NArg() > 0 {

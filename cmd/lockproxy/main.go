@@ -6,9 +6,10 @@
 //	          [-cpuprofile file] [-version]
 //
 // Wiring only: decode the config, start the event loop, build the engine
-// and the front end on it, serve, and shut down on SIGTERM/SIGINT. Exit status: 0 after a clean
-// shutdown, 1 when serving failed, 2 for a usage or configuration problem
-// (including a listen address that cannot be bound).
+// and the front end on it, serve, and shut down on SIGTERM/SIGINT (SIGHUP
+// is not handled: there is no reload). Exit status: 0 after a clean
+// shutdown, -version or -h, 1 when serving failed, 2 for a usage or
+// configuration problem (including a listen address that cannot be bound).
 package main
 
 import (

@@ -26,6 +26,10 @@ func TestVersion(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, "lockproxy "+version+" commit ") {
 		t.Fatalf("-version: exit %d, stdout %q", code, stdout)
 	}
+	// -h asks for the usage: no usage error (docs/operations.md, exit status).
+	if code, _, stderr := runOnce(t, "-h"); code != 0 || !strings.Contains(stderr, "-config") {
+		t.Fatalf("-h: exit %d, stderr %q; want 0 and the flags", code, stderr)
+	}
 	if code, _, stderr := runOnce(t, "-no-such-flag"); code != 2 || !strings.Contains(stderr, "-no-such-flag") {
 		t.Fatalf("unknown flag: exit %d, stderr %q", code, stderr)
 	}
