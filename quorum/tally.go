@@ -113,7 +113,7 @@ func (r *Request) readFailure() {
 	// A master that answered an error says nothing of the key: with it a
 	// quorum may hold the key, so nil ("not held") would be a guess. The
 	// client gets the error, which says what failed (WRONGTYPE, as one
-	// Redis; a NOPERM naming a command lockproxy's user lacks).
+	// Redis; a permission error where lockproxy's user lacks a command).
 	if errs := r.errorReplies(); errs > 0 && int(r.answered-errs) < r.e.q {
 		r.reply, _ = r.commonError()
 		return
