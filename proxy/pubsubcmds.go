@@ -18,9 +18,10 @@ import (
 // and SSUBSCRIBE with their UN forms, PUBLISH and SPUBLISH sent to every
 // master, RESET, and Redis's subscribed mode for RESP2 clients.
 
-// errNoHub is the reply when lockproxy runs without a hub (tests, or a
-// Server built without Config.Hub).
-const errNoHub = "ERR pub/sub is not available on this lockproxy (it was started without a pub/sub hub)"
+// errNoHub is the reply when lockproxy runs without a hub: config.toml's
+// [pubsub] enabled = false (or, in tests, a Server built without
+// Config.Hub). It says how to turn it on.
+const errNoHub = "ERR pub/sub is not available on this lockproxy: it runs without its hub ([pubsub] enabled = false in its config.toml); SUBSCRIBE, PUBLISH, BLPOP/BRPOP and keyspace notifications need enabled = true"
 
 // subKind maps a command to its namespace and the confirmation's name.
 var subKinds = map[string]struct {
