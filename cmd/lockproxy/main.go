@@ -133,7 +133,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	}
 	var metricsSrv *http.Server
 	if lns.metrics != nil {
-		metricsSrv = serveMetrics(lns.metrics, srv)
+		metricsSrv = serveMetrics(lns.metrics, srv, logger)
 	}
 	logStarted(logger, &cfg, lns, engine, tm, a.configFile)
 	return serve(ctx, srv, lns, tm.clientTLS, metricsSrv, logger)
