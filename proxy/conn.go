@@ -90,6 +90,7 @@ type clientConn struct {
 
 	out          []byte // replies not yet written
 	outOff       int
+	kept         int64 // what account last charged to the input budget
 	blockedSince int64 // evloop.Now() when the transport could take no more; 0: not
 
 	// For the timeouts (idle.go): evloop.Now() at the accept, and when a
@@ -434,7 +435,7 @@ func (lc *clientConn) finish() {
 		lc.out = s.render(lc.out, c, &c.slots[i])
 	}
 	c.releaseSlots()
-	if cap(c.localBuf) > 1<<20 {
+	if cap(c.localBuf) > keepBufMax {
 		c.localBuf = nil // don't keep a burst's buffer
 	}
 	if len(lc.pushed) > 0 {
@@ -499,7 +500,7 @@ func (lc *clientConn) flush() {
 		lc.blockedSince = 0
 		delete(lc.f.stuck, lc)
 	}
-	if cap(lc.out) > 1<<20 {
+	if cap(lc.out) > keepBufMax {
 		lc.out = nil // don't keep a burst's buffer
 	}
 	lc.out, lc.outOff = lc.out[:0], 0
@@ -520,6 +521,7 @@ func (lc *clientConn) writeLimit() int64 {
 // client is done, broke the protocol, or sent too much ahead; writing while
 // replies wait for room.
 func (lc *clientConn) setEvents() {
+	lc.account() // every handler ends here
 	if lc.closed {
 		return
 	}

@@ -225,8 +225,9 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 
 // maxClientAttr bounds a client name, lib-name and lib-ver (CLIENT
 // SETNAME, HELLO … SETNAME, CLIENT SETINFO). Each is kept for the life of
-// the connection, outside the input budget (client_query_buffer_total):
-// without a bound, idle connections could hold a MiB per attribute each.
+// the connection, and counted in the input budget (client_query_buffer_total,
+// kept.go): without a bound, idle connections could hold a MiB per
+// attribute each.
 // Redis has none; library names and versions are a few bytes.
 const maxClientAttr = 4096
 

@@ -34,9 +34,10 @@ func (lc *clientConn) evict() {
 	err := lc.f.s.budget.Error(lc.g.Held())
 	lc.f.s.cfg.Logger.Debug("client stream ended by lockproxy; closing its connection", "client", lc.c.addr, "err", err.Msg)
 	var last []byte
-	if !lc.busy && lc.outOff == len(lc.out) {
+	if !lc.busy && lc.outOff == len(lc.out) && !lc.t.inFlight() {
 		last = resp.AppendError(nil, err.Reply())
 	}
+	lc.t.dropWrites() // what a TLS writer holds is freed now, not at the write timeout
 	lc.closeWith(last)
 }
 

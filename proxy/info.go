@@ -43,7 +43,8 @@ func (s *Server) opsSources() ops.Sources {
 		Clients:      s.clients.Load(),
 		MaxClients:   s.cfg.MaxClients,
 		RequirePass:  s.cfg.RequirePass != "",
-		InputBytes:   s.budget.Used(),
+		InputBytes:   s.budget.Used() - s.budget.Kept(),
+		OutputBytes:  s.budget.Kept(),
 		InputLimit:   s.budget.Limit(),
 		ScriptsKnown: s.scripts.Len(),
 

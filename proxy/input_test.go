@@ -111,7 +111,7 @@ func TestInputBudget(t *testing.T) {
 		}
 		big.SetReadDeadline(time.Now().Add(5 * time.Second))
 		line, _ := bufio.NewReader(big).ReadString('\n')
-		want := "-ERR closing the connection: the memory all clients hold in unfinished and read-ahead commands reached 9437184 bytes (client_query_buffer_total in config.toml), and this connection holds the most ("
+		want := "-ERR closing the connection: the memory all clients hold in unfinished and read-ahead commands and in replies they have not read reached 9437184 bytes (client_query_buffer_total in config.toml), and this connection holds the most ("
 		if !strings.HasPrefix(line, want) {
 			t.Fatalf("the biggest connection got %q, want %q…", line, want)
 		}

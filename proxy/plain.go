@@ -36,7 +36,7 @@ import (
 
 // maxPlainQueued and maxPlainBytes bound a plain transaction's queue
 // (commands, and their arguments' bytes together): it is held until EXEC
-// or DISCARD, outside client_query_buffer_total. A transaction runs at
+// or DISCARD, and counted in client_query_buffer_total (kept.go). A transaction runs at
 // most one lock command and a few local ones (node-mutex: two SCRIPT
 // LOADs of under 1 KiB); past a bound the command is refused and EXEC
 // aborts, and nothing more is kept.

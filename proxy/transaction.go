@@ -34,8 +34,8 @@ import (
 
 // maxWatched bounds the keys one connection watches (a lock's release
 // watches one), and maxWatchedBytes their names' bytes together: they are
-// kept for the connection's life outside client_query_buffer_total, as
-// client names are (4096 bytes each); 16 names of 1 MiB on each of 60
+// kept for the connection's life, counted in client_query_buffer_total as
+// client names are (4096 bytes each; kept.go); 16 names of 1 MiB on each of 60
 // idle connections held 1.5 GB (review, helper-59). maxWatchValue bounds
 // the value kept as a transaction's token.
 const (

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,10 @@ type transport interface {
 	// close closes the connection; last, when not nil, is written first
 	// if it can be without waiting (a final error).
 	close(last []byte)
+	// dropWrites gives up on the bytes write took and has not written
+	// yet, so that a connection closed for holding too much frees them at
+	// once rather than at the write timeout.
+	dropWrites()
 }
 
 // fdTransport is a plain TCP socket on the loop.
@@ -71,6 +76,8 @@ func (t *fdTransport) want(events uint32) error {
 	t.events = events
 	return nil
 }
+
+func (t *fdTransport) dropWrites() {} // the kernel holds them; close frees them
 
 func (t *fdTransport) close(last []byte) {
 	if last != nil {
@@ -103,6 +110,8 @@ type streamTransport struct {
 	holding int    // of that many bytes
 	again   bool   // a read of the left-over chunk is posted
 	werr    error  // the writer's error
+
+	dropped atomic.Bool // dropWrites: the writer writes nothing more
 }
 
 const streamChunk = 16 << 10
@@ -181,6 +190,9 @@ func (t *streamTransport) writeAll(b []byte) error {
 	for len(b) > 0 {
 		n := min(len(b), writePiece)
 		t.conn.SetWriteDeadline(t.writeT())
+		if t.dropped.Load() { // after the deadline: dropWrites's comes later or is seen
+			return errWritesDropped
+		}
 		if _, err := t.conn.Write(b[:n]); err != nil {
 			return err
 		}
@@ -263,6 +275,13 @@ func (t *streamTransport) want(events uint32) error {
 		t.readMore <- struct{}{}
 	}
 	return nil
+}
+
+var errWritesDropped = errors.New("replies dropped: the connection is closed")
+
+func (t *streamTransport) dropWrites() {
+	t.dropped.Store(true)
+	t.conn.SetWriteDeadline(time.Now()) // a write under way fails now
 }
 
 func (t *streamTransport) close(last []byte) {

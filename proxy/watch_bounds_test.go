@@ -6,7 +6,7 @@ import (
 )
 
 // TestWatchedKeyBytesBounded: the names of the keys a connection watches
-// are kept for its life outside client_query_buffer_total, so they are
+// are kept for its life (counted in client_query_buffer_total), and
 // bounded like client names: 4096 bytes together. 16 names of 1 MiB on
 // each of 60 idle connections held 1.5 GB (review, helper-59). A WATCH
 // past the bound is refused whole, saying so; what was watched stays.

@@ -6,9 +6,11 @@ import (
 	"sync/atomic"
 )
 
-// Budget bounds the memory that all client connections together hold in
-// their input (client_query_buffer_total): commands not yet complete and
-// commands read ahead of their turn. Each
+// Budget bounds the memory that all client connections together hold
+// (client_query_buffer_total): in their input, commands not yet complete
+// and commands read ahead of their turn, and besides it what their owners
+// charge with Guard.Keep (replies not yet written, transaction queues).
+// Each
 // connection's limit (client_query_buffer_limit) times max_clients is far
 // more than a machine has: 100 connections each sending an unfinished 8 MiB
 // command grew lockproxy to 1 GB. Past the budget the connection holding
@@ -18,6 +20,7 @@ import (
 type Budget struct {
 	limit   int64
 	used    atomic.Int64 // bytes charged by every guard
+	kept    atomic.Int64 // of which charged with Guard.Keep
 	evicted atomic.Int64 // connections closed for the budget, for INFO
 
 	mu     sync.Mutex          // protects guards and each guard's released
@@ -35,6 +38,15 @@ func (b *Budget) Used() int64 {
 		return 0
 	}
 	return b.used.Load()
+}
+
+// Kept is the part of Used charged with Guard.Keep: what connections
+// hold besides their input buffers.
+func (b *Budget) Kept() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.kept.Load()
 }
 
 // Limit is the budget's size in bytes.
@@ -58,7 +70,11 @@ func (b *Budget) Evicted() int64 {
 // (its growth is refused: the caller fails its stream with Error).
 // When another connection holds the most, that one is evicted: marked, and
 // interrupted so that it closes and releases its memory.
-func (b *Budget) charge(g *Guard, delta int64) bool {
+func (b *Budget) charge(g *Guard, delta int64) bool { return b.chargeAs(g, delta, false) }
+
+// chargeAs is charge; kept: delta is held besides the input buffer
+// (Guard.Keep), counted in Kept too.
+func (b *Budget) chargeAs(g *Guard, delta int64, kept bool) bool {
 	if b == nil || delta == 0 {
 		return true
 	}
@@ -70,6 +86,10 @@ func (b *Budget) charge(g *Guard, delta int64) bool {
 	b.guards[g] = struct{}{}
 	g.held.Add(delta)
 	if b.used.Add(delta) <= b.limit || delta < 0 {
+		if kept {
+			g.kept += delta
+			b.kept.Add(delta)
+		}
 		return true
 	}
 	for {
@@ -85,6 +105,10 @@ func (b *Budget) charge(g *Guard, delta int64) bool {
 			}
 		}
 		if b.used.Load()-leaving <= b.limit || victim == nil {
+			if kept {
+				g.kept += delta
+				b.kept.Add(delta)
+			}
 			return true
 		}
 		if victim == g {
@@ -112,12 +136,14 @@ func (b *Budget) Release(g *Guard) {
 	delete(b.guards, g)
 	g.released = true
 	b.used.Add(-g.held.Swap(0))
+	b.kept.Add(-g.kept)
+	g.kept = 0
 }
 
 // Error is the reply of a connection closed for the budget, which holds
 // held bytes.
 func (b *Budget) Error(held int64) *ProtocolError {
-	return &ProtocolError{OverBudget: true, Msg: "closing the connection: the memory all clients hold in unfinished and read-ahead commands reached " +
+	return &ProtocolError{OverBudget: true, Msg: "closing the connection: the memory all clients hold in unfinished and read-ahead commands and in replies they have not read reached " +
 		strconv.FormatInt(b.limit, 10) + " bytes (client_query_buffer_total in config.toml), and this connection holds the most (" +
 		strconv.FormatInt(held, 10) + " bytes)"}
 }

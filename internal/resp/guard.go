@@ -65,6 +65,7 @@ type Guard struct {
 	held     atomic.Int64 // bytes charged to Budget; read by other connections' evictions
 	evicting atomic.Bool  // the Budget closes this connection
 	released bool         // Budget.mu: the connection is closed, its memory given back
+	kept     int64        // Budget.mu: the part of held charged with Keep
 
 	buf     []byte
 	r       int   // buf[r:ok] is validated and not yet handed out

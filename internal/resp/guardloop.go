@@ -57,5 +57,13 @@ func (g *Guard) Stopped() bool { return g.err != nil }
 // Unread is the number of bytes read but not yet handed out.
 func (g *Guard) Unread() int { return g.end - g.r }
 
+// Keep charges delta bytes (negative: given back) that the connection
+// holds besides its input buffer (replies not yet written, a transaction's
+// queue, its name) to the Budget, so that they count in what all
+// connections hold and in the choice of the one to close. It returns
+// false, charging nothing, when the budget is full and this connection
+// holds the most: the caller closes it with Budget.Error.
+func (g *Guard) Keep(delta int64) bool { return g.Budget.chargeAs(g, delta, true) }
+
 // Free drops the buffer of a closed connection (after Budget.Release).
 func (g *Guard) Free() { g.buf = nil }

@@ -1,0 +1,141 @@
+package proxy_test
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// What connections hold besides their input buffers (replies they do not
+// read, transactions left open) counts in client_query_buffer_total (see
+// kept.go). Each has a bound per connection, none across connections
+// before: 50 connections pipelining GET of a 1 MiB value without reading
+// took the lockproxy binary to 1.1 GB, and 9,900 connections each holding
+// a MULTI of 63 ECHOs of 1 KB to 785 MB, with INFO showing 40 MB of client
+// input against its 128 MiB budget.
+
+const keptTotal = 16 << 20
+
+func withKeptBudget(pc *proxy.Config, qc *quorum.Config) {
+	withLimits(1<<20, 16, 2<<20+4096)(pc, qc)
+	pc.MaxInputTotal = keptTotal
+}
+
+// heldByClients is what INFO says all connections hold: input, and the
+// rest charged with it.
+func heldByClients(t *testing.T, c *cluster) (input, output int64) {
+	admin := c.client()
+	defer admin.Close()
+	return infoInt(t, admin, "clients", "client_input_bytes"), infoInt(t, admin, "clients", "client_output_bytes")
+}
+
+// TestUnreadRepliesCountInTheBudget: connections that pipeline GETs of a
+// 1 MiB value and never read hold what the budget allows, then the one
+// holding the most is closed; another client is served throughout.
+func TestUnreadRepliesCountInTheBudget(t *testing.T) {
+	transports(t, func(t *testing.T, start func(testing.TB, int, ...clusterOpt) *cluster) {
+		c := start(t, 1, withKeptBudget)
+		other := c.client()
+		ctx := context.Background()
+		if ok, err := other.SetNX(ctx, "bigval", strings.Repeat("v", 1000000), time.Minute).Result(); err != nil || !ok {
+			t.Fatalf("SET bigval NX: %v %v", ok, err)
+		}
+		base := heapInUse()
+		const conns = 8 // each asks for 200 MB of replies; holds 16 values and 1 MiB of them
+		for i := 0; i < conns; i++ {
+			conn := c.dialSmallWindow()
+			t.Cleanup(func() { conn.Close() })
+			if _, err := conn.Write([]byte(strings.Repeat("GET bigval\r\n", 200))); err != nil {
+				t.Fatal(err)
+			}
+			// Its first replies, or its close: one holding 16 values
+			// of 1 MiB holds the whole budget, and over TLS it may be
+			// closed before its writer sent a byte.
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := conn.Read(make([]byte, 1)); isTimeout(err) {
+				t.Fatal("no reply and no close in 10s")
+			}
+		}
+		if ok, err := other.SetNX(ctx, "innocent", "t", 10*time.Second).Result(); err != nil || !ok {
+			t.Fatalf("another client's SET NX: %v %v", ok, err)
+		}
+		held := int64(heapAfter()) - int64(base)
+		in, out := heldByClients(t, c)
+		admin := c.client()
+		defer admin.Close()
+		evicted := infoInt(t, admin, "stats", "evicted_clients")
+		t.Logf("%d connections not reading GETs of a 1 MiB value: heap %+.1f MiB, INFO client_input_bytes %d, client_output_bytes %d, evicted_clients %d",
+			conns, float64(held)/(1<<20), in, out, evicted)
+		if evicted == 0 {
+			t.Errorf("no connection closed for client_query_buffer_total (%d bytes)", keptTotal)
+		}
+		if in+out > keptTotal {
+			t.Errorf("clients hold %d bytes by INFO, over client_query_buffer_total %d", in+out, keptTotal)
+		}
+		// The budget, and the values of the GETs decided meanwhile that
+		// the collector has not reclaimed; unbounded, 8 × 17 MiB.
+		if held > 2*keptTotal {
+			t.Errorf("the proxy holds %.1f MiB for connections that do not read; want at most twice client_query_buffer_total (%d MiB)", float64(held)/(1<<20), 2*keptTotal>>20)
+		}
+	})
+}
+
+// TestOpenTransactionsCountInTheBudget: connections that queue a MULTI of
+// 63 ECHOs of 1,000 bytes (under the 64 KiB a transaction may queue) and
+// never EXEC hold what the budget allows; past it the one holding the most
+// is closed, and a transaction opened afterwards runs.
+func TestOpenTransactionsCountInTheBudget(t *testing.T) {
+	transports(t, func(t *testing.T, start func(testing.TB, int, ...clusterOpt) *cluster) {
+		c := start(t, 1, withKeptBudget)
+		conns := 400 // 25 MB of queues
+		if c.clientTLS != nil {
+			conns = 300 // plus each TLS reader's copy of its longest command
+		}
+		arg := strings.Repeat("x", 1000)
+		var b strings.Builder
+		b.WriteString(encode("MULTI"))
+		for j := 0; j < 63; j++ {
+			b.WriteString(encode("ECHO", arg))
+		}
+		queue := b.String()
+		want := "+OK\r\n" + strings.Repeat("+QUEUED\r\n", 63)
+		closed := 0
+		for i := 0; i < conns; i++ {
+			conn := c.dial()
+			t.Cleanup(func() { conn.Close() })
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := conn.Write([]byte(queue)); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(want))
+			if _, err := io.ReadFull(conn, got); err != nil || string(got) != want {
+				// A connection chosen for eviction may be closed before
+				// its last QUEUED.
+				closed++
+			}
+		}
+		in, out := heldByClients(t, c)
+		admin := c.client()
+		defer admin.Close()
+		evicted := infoInt(t, admin, "stats", "evicted_clients")
+		t.Logf("%d connections each holding a MULTI of 63 KB: INFO client_input_bytes %d, client_output_bytes %d, evicted_clients %d (%d cut short while queuing)",
+			conns, in, out, evicted, closed)
+		if evicted == 0 {
+			t.Errorf("no connection closed for client_query_buffer_total (%d bytes): open transactions are held outside it", keptTotal)
+		}
+		if in+out > keptTotal {
+			t.Errorf("clients hold %d bytes by INFO, over client_query_buffer_total %d", in+out, keptTotal)
+		}
+		conn := c.dial()
+		defer conn.Close()
+		out2, _ := exchangeOn(t, conn, encode("MULTI")+encode("SET", "txlock", "t", "NX", "PX", "10000")+encode("EXEC"), 2*time.Second)
+		if out2 != "+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n" {
+			t.Fatalf("a transaction after the others: %q", out2)
+		}
+	})
+}
