@@ -51,3 +51,31 @@ func TestInputBudgetEvictsTheBiggest(t *testing.T) {
 		t.Fatalf("after every release: used %d, a closed guard charged", b.used.Load())
 	}
 }
+
+// TestBudgetKept: what a connection keeps besides its input counts in the
+// budget and in the choice of the one to close, apart in Kept, and goes
+// back with the connection.
+func TestBudgetKept(t *testing.T) {
+	b := NewBudget(10000)
+	interrupted := 0
+	in, out := &Guard{Budget: b}, &Guard{Budget: b, Interrupt: func() { interrupted++ }}
+	if !b.charge(in, 3000) || !out.Keep(6000) || b.Kept() != 6000 || b.Used() != 9000 {
+		t.Fatalf("within the limit: used %d, kept %d", b.Used(), b.Kept())
+	}
+	// Over the limit, the one holding the most in replies is closed.
+	if !b.charge(in, 2000) || interrupted != 1 || !out.Evicting() {
+		t.Fatalf("input past the limit did not evict the connection keeping the most (%d)", interrupted)
+	}
+	b.Release(out)
+	if b.Kept() != 0 || b.Used() != 5000 {
+		t.Fatalf("after its release: used %d, kept %d; want 5000 and 0", b.Used(), b.Kept())
+	}
+	// Keeping more than the rest allows, while holding the most: refused.
+	late := &Guard{Budget: b}
+	if !late.Keep(3000) || late.Keep(5000) || late.Held() != 3000 || b.Kept() != 3000 {
+		t.Fatalf("the biggest keeping more: held %d, kept %d", late.Held(), b.Kept())
+	}
+	if !late.Keep(-3000) || b.Kept() != 0 || b.Used() != 5000 {
+		t.Fatalf("given back: used %d, kept %d", b.Used(), b.Kept())
+	}
+}
