@@ -83,6 +83,8 @@ func (s *Server) serveOn(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
+	var loggedAt time.Time // the last accept failure logged, and how many since
+	unlogged := 0
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -92,7 +94,15 @@ func (s *Server) serveOn(ln net.Listener) error {
 			if errors.Is(err, net.ErrClosed) {
 				return err
 			}
-			s.cfg.Logger.Warn("accept failed; retrying", "err", err)
+			// Out of descriptors (EMFILE) this fails every 5ms: a warning
+			// at most every 10s, with how many more failed since.
+			if now := time.Now(); now.Sub(loggedAt) >= 10*time.Second {
+				s.cfg.Logger.Warn("accept failed; retrying every 5ms (on \"too many open files\" the process's descriptor limit, ulimit -n, is too low for its clients and masters)",
+					"err", err, "failures_since_last_warning", unlogged)
+				loggedAt, unlogged = now, 0
+			} else {
+				unlogged++
+			}
 			time.Sleep(5 * time.Millisecond) // back off on e.g. EMFILE
 			continue
 		}

@@ -67,6 +67,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		logger.Warn("config: " + w)
 	}
 	fail := failer(cfg.LogFormat, logger, stderr)
+	if err := applyFDLimit(&cfg, logger); err != nil {
+		return fail("%v", err)
+	}
 	if a.cpuProfile != "" {
 		stopProfile, err := startCPUProfile(a.cpuProfile)
 		if err != nil {
