@@ -257,7 +257,17 @@ func (c *client) releaseSlots() {
 		c.slots[i] = slot{}
 	}
 	c.slots = c.slots[:0]
+	if cap(c.slots) > keepSlotsMax {
+		c.slots = nil // don't keep a long pipeline's slots on an idle connection
+	}
 }
+
+// keepSlotsMax is the most slots a connection keeps between pipelines: a
+// lock client's pipeline is a few commands, and the slots of a long one
+// (up to a turn's worth, thousands of about 90 bytes) are not charged to
+// the input budget, so 10,000 connections that each sent one would hold
+// them for good.
+const keepSlotsMax = 256
 
 // render appends slot sl's reply to out.
 func (s *Server) render(out []byte, c *client, sl *slot) []byte {

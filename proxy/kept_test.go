@@ -139,3 +139,30 @@ func TestOpenTransactionsCountInTheBudget(t *testing.T) {
 		}
 	})
 }
+
+// TestIdleAfterALongPipelineHoldsLittle: a connection that once sent a
+// long pipeline and then sits idle keeps little of it. It kept every slot
+// of its longest pipeline (about 90 bytes a command, up to a turn's worth):
+// 72 KiB per connection after 13,000 PINGs, outside the budget, for the
+// connection's life (10,000 connections: 700 MB).
+func TestIdleAfterALongPipelineHoldsLittle(t *testing.T) {
+	c := startCluster(t, 1)
+	const conns, pings = 300, 13000
+	base := heapInUse()
+	for i := 0; i < conns; i++ {
+		conn := c.dial()
+		t.Cleanup(func() { conn.Close() })
+		conn.SetDeadline(time.Now().Add(20 * time.Second))
+		go conn.Write([]byte(strings.Repeat("PING\r\n", pings)))
+		if _, err := io.ReadFull(conn, make([]byte, len("+PONG\r\n")*pings)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	each := (int64(heapAfter()) - int64(base)) / conns
+	t.Logf("%d idle connections after %d pipelined PINGs each: %.1f KiB held each", conns, pings, float64(each)/1024)
+	// Its input buffer (4 KiB), replies' buffers (under 64 KiB each, charged
+	// to the budget; 16 KiB for these) and the connection's own state.
+	if each > 40<<10 {
+		t.Fatalf("an idle connection holds %.1f KiB after a long pipeline; want at most 40", float64(each)/1024)
+	}
+}
