@@ -550,6 +550,7 @@ func (lc *clientConn) closeWith(last []byte) {
 	}
 	lc.closed = true
 	lc.t.close(last)
+	lc.dropPushed() // unsubscribed or not, its taken messages are gone
 	lc.leaveHub()
 	// Its requests still waiting behind their keys are not sent (reads,
 	// acquisitions): nobody reads their replies.

@@ -37,6 +37,7 @@ type front struct {
 	writeLogAt  int64 // evloop.Now() of the last write-timeout warning
 	writeUnlogd int   // write-timeout closes since, not logged one by one
 
+	shared     sharedPushes                     // payloads subscribers have not read (sharedpush.go)
 	blocked    map[string]map[*blocker]struct{} // BLPOP waiters by key (blocking.go)
 	btimes     blockTimes                       // those with a timeout, by deadline (blocktimes.go)
 	stopListen func()                           // ends the hub's events to onEvent

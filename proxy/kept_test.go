@@ -2,11 +2,13 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/redisproc"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -164,5 +166,67 @@ func TestIdleAfterALongPipelineHoldsLittle(t *testing.T) {
 	// to the budget; 16 KiB for these) and the connection's own state.
 	if each > 40<<10 {
 		t.Fatalf("an idle connection holds %.1f KiB after a long pipeline; want at most 40", float64(each)/1024)
+	}
+}
+
+// TestUnreadMessagesCountedOnce: pub/sub messages that subscribers have
+// not read count in client_query_buffer_total once each, however many
+// subscribers share them. Subscribers of distinct channels that never
+// read held every message (up to the pubsub hard limit each, 32 MiB),
+// none closed; now the ones holding the most are closed past the budget,
+// while subscribers sharing a broadcast under it keep it.
+func TestUnreadMessagesCountedOnce(t *testing.T) {
+	masters := redisproc.ForTest(t, 1)
+	c := startHubFront(t, masters, "", withKeptBudget)
+	pub := c.client()
+	ctx := context.Background()
+	payload := func(i int) string { return strings.Repeat(string(rune('a'+i)), 1000000) }
+	subscribe := func(channel string) *respConn {
+		sub := c.respConn()
+		tcpOf(sub.conn).SetReadBuffer(4096) // the kernel keeps little for it
+		sub.send("SUBSCRIBE", channel)
+		sub.mustFrame(5 * time.Second)
+		return sub
+	}
+	closes := func() string { return infoField(infoOf(t, c, "pubsub"), "pubsub_output_limit_closes") }
+
+	// A broadcast: 4 subscribers share 8 messages of 1 MB (8 MB once,
+	// 32 MB counted per subscriber), under the 16 MiB budget.
+	for i := 0; i < 4; i++ {
+		subscribe("fan")
+	}
+	for i := 0; i < 8; i++ {
+		if err := pub.Publish(ctx, "fan", payload(i)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the deliveries are taken on the loop
+	if n := closes(); n != "0" {
+		t.Fatalf("subscribers sharing 8 MB of a broadcast were closed (%s): the messages were counted per subscriber", n)
+	}
+
+	// 8 subscribers of their own channels, 4 messages of 1 MB each: 32 MB.
+	for i := 0; i < 8; i++ {
+		subscribe(fmt.Sprintf("own%d", i))
+	}
+	base := heapInUse()
+	for k := 0; k < 4; k++ {
+		for i := 0; i < 8; i++ {
+			if err := pub.Publish(ctx, fmt.Sprintf("own%d", i), payload(k)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	held := int64(heapAfter()) - int64(base)
+	t.Logf("8 subscribers not reading 4 MB each on their own channels: heap %+.1f MiB, pubsub_output_limit_closes %s", float64(held)/(1<<20), closes())
+	if closes() == "0" {
+		t.Errorf("no subscriber closed with 32 MB of distinct messages unread over a %d MiB budget", keptTotal>>20)
+	}
+	if held > keptTotal {
+		t.Errorf("the proxy holds %.1f MiB of messages nobody read; want at most the budget, %d MiB", float64(held)/(1<<20), keptTotal>>20)
+	}
+	if err := pub.Publish(ctx, "fan", "still here").Err(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -60,6 +60,9 @@ func (lc *clientConn) Deliver(m pubsub.Message) {
 func (lc *clientConn) takePushes() {
 	defer lc.recoverPanic()
 	over := lc.collectPushes()
+	// Between events, never inside a pipeline: it may close connections,
+	// this one too.
+	lc.f.checkShared()
 	if lc.closed {
 		return
 	}
@@ -116,6 +119,7 @@ func (lc *clientConn) collectPushes() (over bool) {
 		lc.pushed = append(lc.pushed, msgs...)
 		for i := range msgs {
 			lc.pushedSize += pushSize(&msgs[i])
+			lc.f.shared.hold(&msgs[i])
 		}
 	}
 	return over
@@ -135,6 +139,7 @@ func (lc *clientConn) framePushesUpTo(b []byte, limit int) []byte {
 	for n < len(lc.pushed) && len(b)-start < limit {
 		b = appendMessage(b, &lc.pushed[n], resp3)
 		lc.pushedSize -= pushSize(&lc.pushed[n])
+		lc.f.shared.drop(&lc.pushed[n])
 		lc.pushed[n] = pubsub.Message{}
 		n++
 	}
@@ -224,5 +229,5 @@ func (lc *clientConn) leaveHub() {
 	lc.push.mu.Lock()
 	lc.push.msgs, lc.push.over = nil, true
 	lc.push.mu.Unlock()
-	lc.pushed = nil
+	lc.dropPushed()
 }
