@@ -1,7 +1,8 @@
 package proxy
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
 )
@@ -14,8 +15,8 @@ import (
 // each sent 12 messages of 1 MB on its own channel, took lockproxy to
 // 924 MB. So the front counts each payload once, however many
 // subscribers hold it, and bounds the total at client_query_buffer_total;
-// past it, the subscribers holding the most unread messages are closed
-// until it fits, as the pubsub hard limit closes one.
+// past it, subscribers are closed until it fits, as the pubsub hard limit
+// closes one: first those whose closing frees the most (checkShared).
 
 // payloadKey names one payload: the hub hands every subscriber the same
 // slice.
@@ -67,24 +68,73 @@ func (lc *clientConn) dropPushed() {
 	lc.pushed, lc.pushedSize = nil, 0
 }
 
-// checkShared closes subscribers, those holding the most unread messages
-// first, while the messages all subscribers hold are over the budget.
+// checkShared closes subscribers while the messages all subscribers hold
+// are over the budget: first those whose closing frees the most, the
+// payloads no other subscriber holds. Subscribers sharing a broadcast
+// each hold its whole size, but closing one of them frees nothing while
+// another still holds it: ranked by what they held, every subscriber of a
+// broadcast under the budget was closed, for nothing, before those of
+// their own channels that went over it. Among those freeing as much (none,
+// when what is over the budget is shared), the one holding the most goes
+// first. The ranking is made once per call, so that closing thousands of
+// a broadcast's subscribers costs one pass, not one per close; what a
+// subscriber frees only grows as others close, so a rank made before
+// never overstates it.
 func (f *front) checkShared() {
 	limit := f.s.budget.Limit()
 	if limit <= 0 || f.shared.bytes <= limit {
 		return
 	}
-	var subs []*clientConn
+	type sub struct {
+		lc    *clientConn
+		freed int64
+	}
+	var subs []sub
 	for lc := range f.conns {
-		if lc.pushedSize > 0 {
-			subs = append(subs, lc)
+		if lc.pushedSize > 0 && !lc.closed {
+			subs = append(subs, sub{lc, f.shared.freed(lc.pushed)})
 		}
 	}
-	sort.Slice(subs, func(i, j int) bool { return subs[i].pushedSize > subs[j].pushedSize })
-	for _, lc := range subs {
+	slices.SortFunc(subs, func(a, b sub) int {
+		if c := cmp.Compare(b.freed, a.freed); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.lc.pushedSize, a.lc.pushedSize)
+	})
+	for _, v := range subs {
 		if f.shared.bytes <= limit {
 			return
 		}
-		lc.pushOverflow("client_query_buffer_total: the pub/sub messages all subscribers have not read, each counted once")
+		v.lc.pushOverflow("client_query_buffer_total: the pub/sub messages all subscribers have not read, each counted once")
 	}
+}
+
+// freed is what dropping msgs, one subscriber's, gives back: the payloads
+// that no other subscriber holds (one subscriber holds a payload twice
+// when it matches a channel and a pattern).
+func (s *sharedPushes) freed(msgs []pubsub.Message) int64 {
+	var n int64
+	var mine map[payloadKey]int32 // payloads held more than once, by how many of msgs
+	for i := range msgs {
+		p := msgs[i].Payload
+		if len(p) == 0 {
+			continue
+		}
+		k := payloadKey{&p[0], len(p)}
+		switch refs := s.refs[k]; {
+		case refs == 1:
+			n += int64(len(p))
+		case refs > 1:
+			if mine == nil {
+				mine = map[payloadKey]int32{}
+			}
+			mine[k]++
+		}
+	}
+	for k, held := range mine {
+		if s.refs[k] == held {
+			n += int64(k.n)
+		}
+	}
+	return n
 }
