@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -76,6 +77,30 @@ func TestValuePTTLRead(t *testing.T) {
 	for i, m := range c.masters {
 		if got, _ := m.Do("SCRIPT", "EXISTS", sha1hex(redlockRbPTTL)); got != "0" {
 			t.Errorf("master %d has the client's script loaded (SCRIPT EXISTS %s): a master ran it", i, got)
+		}
+	}
+}
+
+// TestValuePTTLReadOfOtherTypes: on one Redis the script fails at its GET
+// of a key that is not a string (WRONGTYPE), so redlock-rb raises. The
+// engine's read of a hash or sorted set (Redisson's locks) stands for the
+// key by an internal "\x00hash\x00fields" value, which must never reach the
+// client as the lock's value.
+func TestValuePTTLReadOfOtherTypes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := startCluster(t, 3)
+	cl := c.client()
+	for _, m := range c.masters {
+		m.Do("HSET", "vpttl:hash", "f", "1")
+		m.Do("PEXPIRE", "vpttl:hash", "9000")
+		m.Do("ZADD", "vpttl:zset", "1", "m")
+		m.Do("RPUSH", "vpttl:list", "a")
+	}
+	for _, key := range []string{"vpttl:hash", "vpttl:zset", "vpttl:list"} {
+		v, err := cl.Eval(ctx, redlockRbPTTL, []string{key}).Result()
+		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("%s: %#v, %v; want WRONGTYPE as one Redis answers", key, v, err)
 		}
 	}
 }

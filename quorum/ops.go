@@ -155,7 +155,7 @@ func (e *Engine) PTTL(key []byte, t0 int64) *Request {
 // value and PTTL's figure (above), [nil, -2] when no quorum holds a value.
 func (e *Engine) ValuePTTL(key []byte, t0 int64) *Request {
 	return &Request{kind: Read, agg: AggValuePTTL, nkeys: 1, Key: string(key),
-		cmd: GetTTLCommand(key), t0: t0}
+		cmd: ValuePTTLCommand(key), t0: t0}
 }
 
 // Exists counts the keys a quorum holds.

@@ -54,6 +54,12 @@ elseif t == "zset" and redis.call("ZCARD", KEYS[1]) <= 16 then
 end
 if m then table.sort(m) v = v .. "\0" .. table.concat(m, "\0") end
 return {v, redis.call("PTTL", KEYS[1])}`)
+	// valuePTTLScript is the {GET, PTTL} read as one Redis runs it:
+	// getTTLScript stands for a hash or sorted set by an internal value,
+	// which a client reading the pair would take for the lock's value;
+	// here such a key fails at GET (WRONGTYPE) on each master, and the
+	// read answers that error, as the client's own script would.
+	valuePTTLScript = newScript(`return {redis.call("GET", KEYS[1]), redis.call("PTTL", KEYS[1])}`)
 	// existsScript returns, per KEY, 1 when it exists.
 	existsScript = newScript(`local r = {}
 for i = 1, #KEYS do r[i] = redis.call("EXISTS", KEYS[i]) end
@@ -249,7 +255,7 @@ return 1`)
 
 // InternalScripts are loaded on every master connection.
 func InternalScripts() []Script {
-	return []Script{undoScript, hashUndoScript, zremUndoScript, jsonUndoScript, getTTLScript, existsScript, delScript, CappedExtendScript,
+	return []Script{undoScript, hashUndoScript, zremUndoScript, jsonUndoScript, getTTLScript, valuePTTLScript, existsScript, delScript, CappedExtendScript,
 		counterReadScript, counterWriteScript, extendScript, shortenScript, popScript, repushScript, raiseScript, hashGetScript, hashExistsScript}
 }
 
@@ -307,6 +313,12 @@ func (r *Request) undoCommand() []byte {
 // GetTTLCommand reads value and PTTL of key.
 func GetTTLCommand(key []byte) []byte {
 	return AppendEvalSHA(nil, getTTLScript.SHA1, [][]byte{key}, nil)
+}
+
+// ValuePTTLCommand reads KEYS[1]'s value and PTTL, failing as GET does
+// on a key that is not a string.
+func ValuePTTLCommand(key []byte) []byte {
+	return AppendEvalSHA(nil, valuePTTLScript.SHA1, [][]byte{key}, nil)
 }
 
 // ExistsCommand reads, per key, whether it exists.
