@@ -13,36 +13,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v redis-benchmark >/dev/null || { echo "pgo.sh: redis-benchmark is missing (apt-get install redis-tools)" >&2; exit 1; }
 go build -o bin/lockproxy ./cmd/lockproxy
+. scripts/benchlib.sh
 dir=$(mktemp -d /tmp/pgo.XXXXXX)
 pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-masters=
-for p in 17311 17312 17313 17314 17315; do
-	redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" >/dev/null 2>&1 &
-	pids+=($!)
-	masters+="${masters:+, }\"127.0.0.1:$p\""
-done
-cat >"$dir/c.toml" <<E2
-listen = "127.0.0.1:17399"
-metrics_listen = ""
-[quorum]
-masters = [$masters]
-node_timeout = "200ms"
-max_ttl = "60s"
-bootstrap = true
-E2
+trap bench_cleanup EXIT
+start_masters 17311 17312 17313 17314 17315
+lockproxy_toml "$dir/c.toml" 17399 200ms
 profile() { # profile DEPTH REQUESTS OUT
 	bin/lockproxy -config "$dir/c.toml" -cpuprofile "$3" >"$dir/lp.log" 2>&1 &
-	local lp=$! i
-	for i in $(seq 100); do
-		[ "$(redis-cli -p 17399 set "warm:$i" v NX PX 1000 2>/dev/null)" = OK ] && break
-		sleep 0.1
-	done
+	local lp=$!
+	ready 17399
 	redis-benchmark -p 17399 -c 50 -P "$1" -n "$2" -r 100000 -q SET "k:__rand_int__" v NX PX 10000 >/dev/null 2>&1
 	kill "$lp"
 	wait "$lp" || true

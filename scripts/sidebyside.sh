@@ -18,45 +18,17 @@ set -euo pipefail
 
 old=$(realpath "$1") new=$(realpath "$2")
 pairs=${3:-6} depth=${4:-16} n=${5:-500000}
+. "$(dirname "$0")/benchlib.sh"
 dir=$(mktemp -d /tmp/sidebyside.XXXXXX)
-ports=(17201 17202 17203 17204 17205)
 pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 
-masters=
-for p in "${ports[@]}"; do
-	redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
-		--maxmemory-policy noeviction --dir "$dir" >"$dir/redis.$p.log" 2>&1 &
-	pids+=($!)
-	masters+="${masters:+, }\"127.0.0.1:$p\""
-done
+start_masters 17201 17202 17203 17204 17205
 for port in 17290 17291; do
-	cat >"$dir/$port.toml" <<EOF
-listen = "127.0.0.1:$port"
-metrics_listen = ""
-[quorum]
-masters = [$masters]
-node_timeout = "5s"
-max_ttl = "60s"
-bootstrap = true
-EOF
+	lockproxy_toml "$dir/$port.toml" "$port" 5s
 done
 
 tck=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-ready() { # ready PORT: lockproxy on PORT grants a lock
-	local i
-	for i in $(seq 100); do
-		[ "$(redis-cli -p "$1" set "warm:$1:$i" v NX PX 1000 2>/dev/null)" = OK ] && return 0
-		sleep 0.1
-	done
-	echo "sidebyside.sh: lockproxy on port $1 did not grant a lock within 10s" >&2
-	return 1
-}
 for k in $(seq "$pairs"); do
 	if ((k % 2)); then pa=17290 pb=17291; else pa=17291 pb=17290; fi
 	"$old" -config "$dir/$pa.toml" >"$dir/old.log" 2>&1 & ia=$!
@@ -74,4 +46,3 @@ for k in $(seq "$pairs"); do
 	awk -v a=$((a1 - a0)) -v b=$((b1 - b0)) -v n="$n" -v t="$tck" -v k="$k" -v l="$(cut -d' ' -f1 /proc/loadavg)" -v note="$note" \
 		'BEGIN { x = a / t * 1e6 / n; y = b / t * 1e6 / n; printf "pair %d load %s old %.3f new %.3f us/request new/old %.3f%s\n", k, l, x, y, y / x, note }'
 done
-rm -rf "$dir"

@@ -25,43 +25,20 @@ set -euo pipefail
 lp=$(realpath "$1")
 pairs=${2:-8} depth=${3:-16} n=${4:-500000}
 command -v nutcracker >/dev/null || { echo "vstwemproxy.sh: nutcracker not found (apt-get install nutcracker)" >&2; exit 1; }
+. "$(dirname "$0")/benchlib.sh"
 dir=$(mktemp -d /tmp/vstwemproxy.XXXXXX)
 floorbin=${FLOOR:+$(realpath "$FLOOR")}
-ports=(17211 17212 17213 17214 17215 17216)
-[ -z "$floorbin" ] || ports+=(17221 17222 17223 17224 17225)
 pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 
-masters= fmasters=
-for p in "${ports[@]}"; do
-	redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
-		--maxmemory-policy noeviction --dir "$dir" >"$dir/redis.$p.log" 2>&1 &
-	pids+=($!)
-	case $p in
-	1721[1-5]) masters+="${masters:+, }\"127.0.0.1:$p\"" ;;
-	1722?) fmasters+="${fmasters:+,}127.0.0.1:$p" ;;
-	esac
-done
-for p in "${ports[@]}"; do # the floor dials its masters once, at its start
-	for i in $(seq 100); do
-		[ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] && break
-		sleep 0.1
-	done
-done
-cat >"$dir/lp.toml" <<CONF
-listen = "127.0.0.1:17292"
-metrics_listen = ""
-[quorum]
-masters = [$masters]
-node_timeout = "5s"
-max_ttl = "60s"
-bootstrap = true
-CONF
+fmasters=
+if [ -n "$floorbin" ]; then
+	start_masters 17221 17222 17223 17224 17225
+	fmasters=$addrs
+fi
+start_masters 17216 # twemproxy's
+start_masters 17211 17212 17213 17214 17215
+lockproxy_toml "$dir/lp.toml" 17292 5s
 # The configuration lockbench gives twemproxy (bench/twemproxy.go).
 cat >"$dir/tw.yml" <<CONF
 lockbench:
@@ -77,16 +54,6 @@ lockbench:
 CONF
 
 tck=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-ready() { # ready PORT: the proxy on PORT sets a key
-	local i
-	for i in $(seq 100); do
-		[ "$(redis-cli -p "$1" set "warm:$1:$i" v NX PX 1000 2>/dev/null)" = OK ] && return 0
-		sleep 0.1
-	done
-	echo "vstwemproxy.sh: the proxy on port $1 did not set a key within 10s" >&2
-	return 1
-}
 bench() { redis-benchmark -p "$1" -c 50 -P "$depth" -n "$n" -r 100000 -q SET "$2:__rand_int__" v NX PX 10000; }
 ratios=() fratios=()
 for k in $(seq "$pairs"); do
