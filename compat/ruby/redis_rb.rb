@@ -5,7 +5,10 @@
 # Run by compat/langs_test.go, against one plain redis-server and through
 # lockproxy:
 #
-#     ruby redis_rb.rb PORT PREFIX
+#     ruby redis_rb.rb PORT PREFIX [hiredis]
+#
+# With "hiredis", every connection uses redis-rb's hiredis driver (Debian's
+# ruby-hiredis 0.6: `driver: :hiredis`), whose reader and socket code are C.
 #
 # Each "STEP name result" line is compared with the plain run's; at each
 # "CHECK ..." line the test reads the masters and answers "ok" (runDriven).
@@ -15,6 +18,8 @@ require "redis"
 
 PORT = Integer(ARGV[0])
 PREFIX = ARGV[1]
+DRIVER = ARGV[2] == "hiredis" ? :hiredis : :ruby
+require "redis/connection/hiredis" if DRIVER == :hiredis
 
 def fail(msg)
   warn "FAIL: #{msg}"
@@ -46,16 +51,16 @@ def step(name)
 end
 
 def connect(**opts)
-  Redis.new(host: "127.0.0.1", port: PORT, timeout: 5, **opts)
+  Redis.new(host: "127.0.0.1", port: PORT, timeout: 5, driver: DRIVER, **opts)
 end
 
-puts "redis-rb #{Redis::VERSION}"
+puts "redis-rb #{Redis::VERSION}, driver #{connect._client.driver}"
 key = PREFIX + "lock"
 
 # Handshakes: what redis-rb sends on connect for db, id (CLIENT SETNAME)
 # and a URL; then the commands libraries send to probe the server.
 step("connect db 0, id") { connect(db: 0, id: "rb-client").ping }
-step("connect url") { Redis.new(url: "redis://127.0.0.1:#{PORT}/0").ping }
+step("connect url") { Redis.new(url: "redis://127.0.0.1:#{PORT}/0", driver: DRIVER).ping }
 step("connect password, no requirepass") { connect(password: "secret").ping }
 r = connect
 step("select 0") { r.select(0) }
