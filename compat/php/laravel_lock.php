@@ -133,3 +133,13 @@ step("expired holder's release", fn () => $short->release());
 check('held', $key, $waiter->owner());
 step('forceRelease', fn () => $waiter->forceRelease());
 check('gone', $key);
+
+// Cache::add, the lock of older Laravel code: a script that SETEXes the key
+// when it does not exist (the value serialized). Its TTL must be within
+// max_ttl (config.toml: 60 s).
+expect(step('cache add 30 s', fn () => $cache->add('orders', 'worker-1', 30)) === true, 'Cache::add refused a free key');
+check('pttl', $key, 29000, 30000);
+step("contender's cache add", fn () => $other->add('orders', 'worker-2', 30));
+step('cache get', fn () => $cache->get('orders'));
+step('cache forget', fn () => $cache->forget('orders'));
+check('gone', $key);
