@@ -453,3 +453,42 @@ func TestSubscribeThenLeaveInOnePipeline(t *testing.T) {
 		})
 	}
 }
+
+// TestPublishAfterLastUnsubscribe: what a hiredis client waiting for a
+// release sends (compat/c/hiredis_lock.c): SUBSCRIBE on one connection,
+// PUBLISH on another (1 receiver), UNSUBSCRIBE, then PUBLISH again, which
+// one Redis answers 0: nobody is subscribed. lockproxy answered 1 when a
+// master ran that PUBLISH before the hub's UNSUBSCRIBE and the hub read
+// the UNSUBSCRIBE's confirmation before the PUBLISH's reply came: the
+// hub's part of the master's count was taken when the reply came, no
+// longer counting the dropped subscription the master still had counted.
+// The race is won most of the time on one machine; 30 rounds see it.
+func TestPublishAfterLastUnsubscribe(t *testing.T) {
+	a := startHubFront(t, redisproc.ForTest(t, 3), "")
+	pub := a.respConn()
+	wait := 5 * time.Second
+	bad := 0
+	for i := 0; i < 30; i++ {
+		sub := a.respConn()
+		sub.send("SUBSCRIBE", "released")
+		sub.mustFrame(wait)
+		pub.send("PUBLISH", "released", "lock")
+		if f := pub.mustFrame(wait); f != ":1\r\n" {
+			t.Fatalf("round %d: PUBLISH to one subscriber answered %q, want :1", i, f)
+		}
+		sub.mustFrame(wait) // the message
+		sub.send("UNSUBSCRIBE", "released")
+		if f := sub.mustFrame(wait); !strings.HasSuffix(f, ":0\r\n") {
+			t.Fatalf("round %d: UNSUBSCRIBE answered %q", i, f)
+		}
+		pub.send("PUBLISH", "released", "lock")
+		if f := pub.mustFrame(wait); f != ":0\r\n" {
+			bad++
+			t.Logf("round %d: PUBLISH after the last UNSUBSCRIBE answered %q", i, f)
+		}
+		sub.conn.Close()
+	}
+	if bad > 0 {
+		t.Errorf("%d of 30 PUBLISH after the last subscriber left answered a receiver; one Redis answers 0", bad)
+	}
+}

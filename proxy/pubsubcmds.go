@@ -286,12 +286,15 @@ func cmdPublish(s *Server, c *client, args [][]byte) {
 	if len(args[0]) > 0 && (args[0][0] == 's' || args[0][0] == 'S') {
 		cmd, kind = "SPUBLISH", pubsub.Shard
 	}
+	// The hub's part of the masters' counts before any of them runs it:
+	// a master may still count a subscription the hub drops meanwhile.
+	own := hub.Own(kind, string(args[1]))
 	r := s.cfg.Engine.Broadcast(cmd, args[1], args[2], evloop.Now())
 	if kind == pubsub.Channel {
 		r.SetMasterWork(hub.PatternWork(len(args[1]))) // shard channels match no pattern
 	}
 	c.slots = append(c.slots, slot{req: r, kind: renderPublish, resp3: c.resp3,
-		pub: &publishSlot{kind: kind, channel: string(args[1])}})
+		pub: &publishSlot{kind: kind, channel: string(args[1]), own: own}})
 	s.cfg.Engine.Submit(c.w, r)
 }
 
@@ -299,6 +302,7 @@ func cmdPublish(s *Server, c *client, args [][]byte) {
 type publishSlot struct {
 	kind    pubsub.Kind
 	channel string
+	own     pubsub.Owned // the hub's part of each master's count when it was sent
 }
 
 // renderPublished is a PUBLISH's reply: the receivers over the masters.
@@ -306,7 +310,7 @@ func (s *Server) renderPublished(out []byte, sl *slot) []byte {
 	if _, err := sl.req.Result(); err != nil {
 		return resp.AppendError(out, errorText(err))
 	}
-	return resp.AppendInt(out, s.cfg.Hub.Receivers(sl.pub.kind, sl.pub.channel, sl.req.Replies()))
+	return resp.AppendInt(out, s.cfg.Hub.Receivers(sl.pub.kind, sl.pub.channel, sl.req.Replies(), sl.pub.own))
 }
 
 // cmdReset is Redis's RESET: the connection as new (unsubscribed, RESP2,

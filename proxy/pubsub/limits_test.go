@@ -289,7 +289,7 @@ func TestPublishMatchingBounded(t *testing.T) {
 	d := time.Duration(math.MaxInt64)
 	for range 3 { // the least of 3: a run the scheduler interrupts says nothing
 		start := time.Now()
-		if n := h.Receivers(Channel, channel, []int64{-1}); n != 0 {
+		if n := h.Receivers(Channel, channel, []int64{-1}, Owned{}); n != 0 {
 			t.Fatalf("receivers %d, want 0", n)
 		}
 		d = min(d, time.Since(start))

@@ -27,11 +27,41 @@ package pubsub
 // true count; while this hub's subscriptions change it may be low by one
 // per changing subscription. It can be low by the receivers only a master
 // that did not answer knows of.
-func (h *Hub) Receivers(kind Kind, channel string, replies []int64) int64 {
+//
+// A master's reply and the hub's confirmations come on different
+// connections: the hub may read a master's confirmation of its
+// UNSUBSCRIBE before the reply to a PUBLISH that master ran earlier, while
+// it still counted the hub. So own[i] is the larger of the hub's part when
+// the PUBLISH was sent (sent, from Own) and when its replies are in.
+func (h *Hub) Receivers(kind Kind, channel string, replies []int64, sent Owned) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var local int64
-	var own [maxMasters]int64
+	local, own := h.owned(kind, channel)
+	var remote int64
+	for i, n := range replies {
+		if i < len(h.masters) && n >= 0 {
+			remote = max(remote, n-max(own[i], sent[i]))
+		}
+	}
+	return local + remote
+}
+
+// Owned is, per master, the hub's part of that master's count of a
+// channel's receivers (Receivers).
+type Owned [maxMasters]int64
+
+// Own returns the hub's part of each master's count of channel's
+// receivers now: taken when a PUBLISH is sent, for Receivers.
+func (h *Hub) Own(kind Kind, channel string) Owned {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, own := h.owned(kind, channel)
+	return own
+}
+
+// owned returns the local receivers of a PUBLISH of channel and the hub's
+// part of each master's count. h.mu is held.
+func (h *Hub) owned(kind Kind, channel string) (local int64, own Owned) {
 	add := func(r *record) {
 		local += int64(len(r.subs))
 		if r.local {
@@ -73,13 +103,7 @@ func (h *Hub) Receivers(kind Kind, channel string, replies []int64) int64 {
 			}
 		}
 	}
-	var remote int64
-	for i, n := range replies {
-		if i < len(h.masters) && n >= 0 {
-			remote = max(remote, n-own[i])
-		}
-	}
-	return local + remote
+	return local, own
 }
 
 // Stats are counters and gauges of a hub, for metrics and tests.

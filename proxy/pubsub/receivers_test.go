@@ -55,7 +55,7 @@ func TestReceivers(t *testing.T) {
 		{"no master answered", b, Channel, "ch", []int64{-1, -1, -1}, 3},
 	}
 	for _, c := range cases {
-		if got := c.h.Receivers(c.kind, c.channel, c.replies); got != c.want {
+		if got := c.h.Receivers(c.kind, c.channel, c.replies, Owned{}); got != c.want {
 			t.Errorf("%s: Receivers = %d, want %d", c.name, got, c.want)
 		}
 	}
