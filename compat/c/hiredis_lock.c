@@ -248,6 +248,37 @@ static void async_flow(const char *key)
 	redisAsyncFree(ac);
 }
 
+/* pubsub_flow waits for a release the way C services do: an async
+ * connection subscribed to a channel, a message published from the sync
+ * connection when the lock is released. hiredis calls the SUBSCRIBE
+ * callback for the confirmation, each message and the unsubscription. */
+static void pubsub_flow(redisContext *c, const char *chan)
+{
+	struct pollev ev = {0, 0};
+	redisAsyncContext *ac = redisAsyncConnect("127.0.0.1", port);
+	if (ac == NULL || ac->err)
+		fail("async connect: %s", ac ? ac->errstr : "out of memory");
+	ac->ev.data = &ev;
+	ac->ev.addRead = add_read;
+	ac->ev.delRead = del_read;
+	ac->ev.addWrite = add_write;
+	ac->ev.delWrite = del_write;
+	ac->ev.cleanup = cleanup;
+	redisAsyncSetConnectCallback(ac, on_connect);
+
+	redisAsyncCommand(ac, on_reply, "subscriber", "SUBSCRIBE %s", chan);
+	pending = 1;
+	run_async(ac, &ev);
+	stepf("publish the release", c, redisCommand(c, "PUBLISH %s %s", chan, "released"));
+	pending = 1;
+	run_async(ac, &ev);
+	redisAsyncCommand(ac, NULL, NULL, "UNSUBSCRIBE %s", chan);
+	pending = 1;
+	run_async(ac, &ev);
+	redisAsyncFree(ac);
+	stepf("publish to nobody", c, redisCommand(c, "PUBLISH %s %s", chan, "released"));
+}
+
 int main(int argc, char **argv)
 {
 	char key[256], buf[2048];
@@ -381,6 +412,9 @@ int main(int argc, char **argv)
 	snprintf(key, sizeof key, "%sasync", prefix);
 	async_flow(key);
 	check("gone %s", key);
+
+	snprintf(key, sizeof key, "%sreleased", prefix);
+	pubsub_flow(c, key);
 
 	stepf("quit", c, redisCommand(c, "QUIT"));
 	redisFree(c);
