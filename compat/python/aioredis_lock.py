@@ -127,6 +127,18 @@ async def main():
     check("gone", key)
     await step("release again", c2.evalsha(sha, keys=[key], args=[other]))
 
+    # A release wait: subscribed to the lock's channel, woken by the
+    # releaser's PUBLISH; after UNSUBSCRIBE a PUBLISH reaches nobody.
+    sub = await aioredis.create_redis(URL, encoding="utf-8")
+    chan = PREFIX + "released"
+    ch, = await sub.subscribe(chan)
+    await step("publish the release", c2.publish(chan, "released"))
+    await step("message", ch.get(encoding="utf-8"))
+    await step("unsubscribe", sub.unsubscribe(chan))
+    await step("publish to nobody", c2.publish(chan, "released"))
+    sub.close()
+    await sub.wait_closed()
+
     await step("quit", c3.quit())
     for conn in (r, c2, c3):
         conn.close()
