@@ -279,28 +279,13 @@ static void pubsub_flow(redisContext *c, const char *chan)
 	stepf("publish to nobody", c, redisCommand(c, "PUBLISH %s %s", chan, "released"));
 }
 
-int main(int argc, char **argv)
+/* handshake sends what C services send after redisConnect. */
+static void handshake(redisContext *c)
 {
-	char key[256], buf[2048];
-	char tok[33], other[33];
-	unsigned char bin[20];
-	redisContext *c, *c2;
+	char buf[2048];
 	redisReply *r;
-	char sha[64];
 	int i;
 
-	if (argc != 3)
-		fail("usage: hiredis_lock PORT PREFIX");
-	port = atoi(argv[1]);
-	prefix = argv[2];
-	printf("hiredis %d.%d.%d\n", HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
-	snprintf(key, sizeof key, "%slock", prefix);
-	random_hex(tok);
-	random_hex(other);
-
-	/* The handshake C services send after redisConnect. */
-	c = open_conn();
-	c2 = open_conn();
 	stepf("ping", c, redisCommand(c, "PING"));
 	stepf("auth without requirepass", c, redisCommand(c, "AUTH %s", "secret"));
 	stepf("select 0", c, redisCommand(c, "SELECT %d", 0));
@@ -325,7 +310,19 @@ int main(int argc, char **argv)
 	print_step("hello 2 fields", r && r->type == REDIS_REPLY_ARRAY ? buf : "not an array");
 	freeReplyObject(r);
 	stepf("echo", c, redisCommand(c, "ECHO %s", "hi"));
+}
 
+/* lock_flow runs a lock's life on key with random tokens, c the holder
+ * and c2 the contender; sha is the release script's, as SCRIPT LOAD
+ * answers it (41 bytes at least). */
+static void lock_flow(redisContext *c, redisContext *c2, const char *key, char *sha)
+{
+	char buf[2048], tok[33], other[33];
+	redisReply *r;
+	int i;
+
+	random_hex(tok);
+	random_hex(other);
 	/* The lock flow: the token and key passed with %s and %b, as C code
 	 * passes binary-safe values. */
 	r = step("set nx px", c, redisCommand(c, "SET %s %s NX PX %d", key, tok, 5000));
@@ -353,7 +350,7 @@ int main(int argc, char **argv)
 	r = step("script load", c, redisCommand(c, "SCRIPT LOAD %s", release));
 	if (r->type != REDIS_REPLY_STRING || r->len != 40)
 		fail("SCRIPT LOAD did not answer a sha1");
-	snprintf(sha, sizeof sha, "%s", r->str);
+	snprintf(sha, 41, "%s", r->str); /* r->len is 40 */
 	freeReplyObject(r);
 	stepf("script exists", c, redisCommand(c, "SCRIPT EXISTS %s %s", sha, "0000000000000000000000000000000000000000"));
 	stepf("evalsha of an unknown sha1", c, redisCommand(c, "EVALSHA %s 1 %s %s", "0000000000000000000000000000000000000000", key, tok));
@@ -391,10 +388,16 @@ int main(int argc, char **argv)
 	check("held %s %s", key, other);
 	stepf("del", c2, redisCommand(c2, "DEL %s", key));
 	check("gone %s", key);
+}
+
+/* binary_flow locks key with a token of raw random bytes. */
+static void binary_flow(redisContext *c, redisContext *c2, const char *key, const char *sha)
+{
+	unsigned char bin[20];
+	redisReply *r;
 
 	/* A token of raw random bytes, passed with %b (binary-safe): zero
 	 * bytes, CR and LF in it reach the masters and the scripts intact. */
-	snprintf(key, sizeof key, "%sbinary", prefix);
 	random_bytes(bin, sizeof bin);
 	bin[3] = 0;
 	bin[4] = '\r';
@@ -407,6 +410,25 @@ int main(int argc, char **argv)
 	check("keys %s %s", prefix, key);
 	stepf("binary token release", c, redisCommand(c, "EVALSHA %s 1 %s %b", sha, key, bin, sizeof bin));
 	check("gone %s", key);
+}
+
+int main(int argc, char **argv)
+{
+	char key[256], sha[64];
+	redisContext *c, *c2;
+
+	if (argc != 3)
+		fail("usage: hiredis_lock PORT PREFIX");
+	port = atoi(argv[1]);
+	prefix = argv[2];
+	printf("hiredis %d.%d.%d\n", HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
+	c = open_conn();
+	c2 = open_conn();
+	handshake(c);
+	snprintf(key, sizeof key, "%slock", prefix);
+	lock_flow(c, c2, key, sha);
+	snprintf(key, sizeof key, "%sbinary", prefix);
+	binary_flow(c, c2, key, sha);
 
 	/* The asynchronous API, on another key. */
 	snprintf(key, sizeof key, "%sasync", prefix);
