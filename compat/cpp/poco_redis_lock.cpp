@@ -120,6 +120,19 @@ const std::string extendScript =
 const std::string releaseScript =
 	"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
+// handshake sends what C++ services send after connecting.
+void handshake(Client& c)
+{
+	step("ping", c, cmd({"PING"}));
+	step("auth without requirepass", c, cmd({"AUTH", "secret"}));
+	step("select 0", c, cmd({"SELECT", "0"}));
+	step("client setname", c, cmd({"CLIENT", "SETNAME", "cpp-named"}));
+	step("client getname", c, cmd({"CLIENT", "GETNAME"}));
+	BulkString info = c.execute<BulkString>(cmd({"INFO", "server"}));
+	print("info server has redis_version", info.value().find("redis_version:") != std::string::npos ? "yes" : "no");
+	step("echo", c, cmd({"ECHO", "hi"}));
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -136,15 +149,7 @@ int main(int argc, char** argv)
 		c.setReceiveTimeout(Poco::Timespan(5, 0));
 		c2.setReceiveTimeout(Poco::Timespan(5, 0));
 
-		// The handshake C++ services send after connecting.
-		step("ping", c, cmd({"PING"}));
-		step("auth without requirepass", c, cmd({"AUTH", "secret"}));
-		step("select 0", c, cmd({"SELECT", "0"}));
-		step("client setname", c, cmd({"CLIENT", "SETNAME", "cpp-named"}));
-		step("client getname", c, cmd({"CLIENT", "GETNAME"}));
-		BulkString info = c.execute<BulkString>(cmd({"INFO", "server"}));
-		print("info server has redis_version", info.value().find("redis_version:") != std::string::npos ? "yes" : "no");
-		step("echo", c, cmd({"ECHO", "hi"}));
+		handshake(c);
 
 		// Command::set(key, value, overwrite = false, expiry) is meant to
 		// be SET key value NX PX ms, but Poco 1.11 sends the expiry as a
