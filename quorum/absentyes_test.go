@@ -78,7 +78,7 @@ func releaseHeard(t *testing.T, replies []any) resp.Reply {
 	t.Helper()
 	rule := VoteRule{Type: resp.Integer, Cmp: IntNonNegative}
 	e := fakeEngine(len(replies))
-	r := &Request{kind: Release, agg: AggVote, rule: &rule, nkeys: 2, noReply: resp.ReplyNil, deletedYes: rkOne}
+	r := &Request{kind: Release, agg: AggVote, rule: &rule, nkeys: 2, noRk: rkNil, deletedYes: rkOne}
 	r.e, r.w = e, NewWaiter()
 	r.w.pending.Add(1)
 	for i, rep := range replies {

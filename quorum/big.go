@@ -72,24 +72,32 @@ func (e *MatchWorkError) Error() string {
 
 // SetMasterWork records the pattern matching each master does for r, a
 // PUBLISH: its channel's length times the patterns subscribed there.
-func (r *Request) SetMasterWork(steps int64) { r.work = steps }
+// Called before Submit, by the request's owner (reqCold).
+func (r *Request) SetMasterWork(steps int64) {
+	if steps != 0 || r.cold != nil {
+		r.coldOf().work = steps
+	}
+}
 
 // admitBig returns nil when r may be sent, having counted it on the
-// masters that have room for it and set the others in r.bigSkip: a small
-// command is not counted; a large one (or a PUBLISH whose matching work is
-// counted) fits a master when what that master has not answered leaves
-// room for it, or it has nothing. It returns the error r is answered when
-// fewer than a quorum of masters have room.
+// masters that have room for it and set the others in r.cold.bigSkip: a
+// small command is not counted; a large one (or a PUBLISH whose matching
+// work is counted) fits a master when what that master has not answered
+// leaves room for it, or it has nothing. It returns the error r is
+// answered when fewer than a quorum of masters have room. dispatch calls
+// it before r is shared: it may set r.cold (reqCold).
 func (e *Engine) admitBig(r *Request) error {
 	n := int64(len(r.cmd))
 	if n <= batching.SmallCommand {
 		n = 0
 	}
-	w := r.work
+	var w int64
+	if r.cold != nil {
+		w, r.cold.work = r.cold.work, 0
+	}
 	if w <= smallWork {
 		w = 0
 	}
-	r.work = 0
 	if (n == 0 && w == 0) || len(e.big) == 0 {
 		return nil
 	}
@@ -125,7 +133,8 @@ func (e *Engine) admitBig(r *Request) error {
 		e.bigRefused.Add(1)
 		return &BigInFlightError{Size: len(r.cmd), Max: MaxBigInFlight}
 	}
-	r.bigBytes, r.work, r.bigSkip, r.bigHeld = n, w, skip, true
+	c := r.coldOf() // r is not shared yet (dispatch): see reqCold
+	c.bigBytes, c.work, c.bigSkip, r.bigHeld = n, w, skip, true
 	return nil
 }
 

@@ -366,7 +366,8 @@ func (r *Request) chain(k uint8) {
 // released, as a split vote's retry does.
 func (e *Engine) continueWith(r *Request) {
 	r.ref()
-	c := &Request{parent: r, e: e, t0: batching.Now()}
+	c := &Request{e: e, t0: batching.Now()}
+	c.coldOf().parent = r
 	c.refs.Store(1) // adopt's
 	switch r.cont {
 	case contCounterWrite:
@@ -374,10 +375,10 @@ func (e *Engine) continueWith(r *Request) {
 		c.cmd = counterWriteCommand(argIn(r.cmd, 3), r.ctr.target)
 	case contFence:
 		c.kind, c.agg, c.nkeys = Counter, AggCounter, 1
-		c.cmd, c.ctr = counterReadCommand(r.fence), &counterState{by: 1}
+		c.cmd, c.ctr = counterReadCommand(r.fence()), &counterState{by: 1}
 	case contRaise:
 		c.kind, c.agg, c.rule, c.nkeys = Extend, AggVote, &YesOne, 1
-		c.cmd, c.noReply = r.raiseCommand(r.reent.target), resp.Reply{Type: resp.Integer}
+		c.cmd, c.noRk = r.raiseCommand(r.reent.target), rkZero
 		// Only the masters whose yes in the first round set the lock's
 		// TTL may vote: another holding the token keeps an older TTL,
 		// and its 1 made a grant look valid for longer than its key
@@ -385,7 +386,7 @@ func (e *Engine) continueWith(r *Request) {
 		r.mu.Lock()
 		for i := 0; i < e.n; i++ {
 			if r.state[i] != replied || !r.yesAt(i) {
-				c.skip |= 1 << i
+				c.cold.skip |= 1 << i
 				continue
 			}
 			r.reent.leveled |= 1 << i // raised here: no level-up (levelup.go)
@@ -448,7 +449,7 @@ func (r *Request) fenced(rep resp.Reply, err error) {
 // token itself, or the yes reply with the token in its fenceAt-th element
 // in place of the one master's counter it carried. r.mu is held.
 func (r *Request) withToken(tok resp.Reply) resp.Reply {
-	at := int(r.fenceAt)
+	at := int(r.cold.fenceAt) // r.fence is set: r.cold too
 	if at == 0 || r.reply.Type != resp.Array || len(r.reply.Elems) < at {
 		return tok
 	}

@@ -90,7 +90,7 @@ func (r *Request) decideVote(n, q, outstanding int32, force bool) bool {
 		// a quorum's counts at the holder's depth (reentrant.go); short
 		// of that it waits for the other masters, then raises the counts.
 		r.success()
-		if r.won && r.fence == nil {
+		if r.won && r.fence() == nil {
 			// Granted for good (a fenced grant keeps the longer TTL):
 			// the shorter TTL asked, before the key passes on, so it
 			// reaches every master first (shorten.go).
@@ -146,7 +146,7 @@ func (r *Request) success() {
 			return rep.Int, r.rule.IsYes(&rep, r.nkeys)
 		})}
 	}
-	if r.fence != nil {
+	if r.fence() != nil {
 		r.chain(contFence) // the client gets its fencing token instead (counter.go)
 	}
 }

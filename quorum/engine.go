@@ -232,7 +232,7 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 			// client hears so, not "not acquired" (or "not extended"),
 			// which would say the key is held, maybe free all along.
 			r.mu.Lock()
-			if r.parent == nil {
+			if r.parent() == nil {
 				r.err = &QueuedPastValidityError{Waited: time.Duration(now - r.t0), TTL: r.TTL}
 			} else {
 				r.reply = r.lostReply() // a split vote's retry: the vote was lost
@@ -256,9 +256,11 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	r.shortDL = timeout < e.cfg.NodeTimeout
 	r.prepareVote()
 	r.mu.Unlock()
+	// supersede before the deadline's entry: until then no other
+	// goroutine sees r, so supersede may still set r.cold (reqCold).
+	e.supersede(r)
 	r.deadline.Store(dl) // after inDispatch: an expiry now is finished by us
 	e.timers.push(r, dl)
-	e.supersede(r)
 	opDeadline := dl
 	if r.kind == Release || (r.kind == Counter && r.agg == AggVote) {
 		// A release still frees the key on a master that gets it after
@@ -274,15 +276,15 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	// one per master, as this runs for every request.
 	r.refs.Add(int32(len(e.pipes)))
 	for i, p := range e.pipes {
-		if r.skip&(1<<i) != 0 {
+		if r.skip()&(1<<i) != 0 {
 			why := errSkipped
-			if r.parent != nil && r.parent.cont == contRaise {
+			if p := r.parent(); p != nil && p.cont == contRaise {
 				why = errNotRenewed
 			}
 			r.Complete(i, resp.Reply{}, &notSentError{why})
 			continue
 		}
-		if r.bigSkip&(1<<i) != 0 {
+		if r.bigSkip()&(1<<i) != 0 {
 			// No room on this master's connection for another large
 			// command (big.go): its vote is a no, as if it were down.
 			r.Complete(i, resp.Reply{}, &notSentError{errNoRoom})
@@ -324,7 +326,7 @@ func (e *StalledError) Error() string {
 
 // decided is called once, by whoever decided r outside dispatch.
 func (e *Engine) decided(r *Request) {
-	if r.parent != nil {
+	if r.parent() != nil {
 		e.adopt(r)
 		return
 	}
@@ -369,7 +371,7 @@ func (e *Engine) finish(r *Request) {
 				// refused too, without a round trip. Only requests that
 				// waited behind it are answered so; later ones ask the
 				// masters.
-				next.answerQueued(next.noReply, nil)
+				next.answerQueued(next.noReply(), nil)
 				continue
 			}
 			if nq := (*NoQuorumError)(nil); next.exclusive && holder.exclusive && errors.As(holder.err, &nq) {

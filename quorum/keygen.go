@@ -47,12 +47,14 @@ type keySlots struct {
 	// (shorten.go). Kept apart so that a slot stays one cache line.
 	gens [1 << 10]uint64
 	// multi holds the failed acquisitions over several keys (a script
-	// locking KEYS[1..n] at once), each with its keys' hashes
-	// (Request.undoHashes): a later write of any of those keys, alone or
-	// with others, must find it. They are rare, so a write looks here only
-	// while nmulti says there are some.
-	multi  keySlot
-	nmulti atomic.Int32
+	// locking KEYS[1..n] at once), and multiHashes each one's keys'
+	// hashes (under multi.mu): a later write of any of those keys, alone
+	// or with others, must find it. They are rare, so a write looks here
+	// only while nmulti says there are some, and their hashes are kept
+	// here rather than in every Request.
+	multi       keySlot
+	multiHashes map[*Request][]uint64
+	nmulti      atomic.Int32
 }
 
 type keySlot struct {
@@ -78,6 +80,7 @@ func (k *keySlots) init(seed maphash.Seed) {
 		k.s[i].waiting = k.s[i].inline[:0]
 	}
 	k.multi.waiting = k.multi.inline[:0]
+	k.multiHashes = map[*Request][]uint64{}
 }
 
 // of returns key's slot and hash.
@@ -120,8 +123,8 @@ func (r *Request) slotKey() []byte {
 // several keys; nil for a single-key request.
 func (r *Request) multiKeys() [][]byte {
 	switch {
-	case len(r.keys) > 1:
-		return r.keys
+	case r.cold != nil && len(r.cold.keys) > 1:
+		return r.cold.keys
 	case r.Key == "" && len(r.undoKeys) > 1:
 		return r.undoKeys
 	}
@@ -145,6 +148,7 @@ func (s *keySlot) remove(q *Request) bool {
 // remove takes q off slot s, whose lock is held.
 func (k *keySlots) remove(s *keySlot, q *Request) {
 	if s.remove(q) && s == &k.multi {
+		delete(k.multiHashes, q)
 		k.nmulti.Add(-1)
 	}
 }
@@ -158,14 +162,15 @@ func (r *Request) register() {
 	}
 	k := &r.e.slots
 	if len(r.undoKeys) > 1 { // what it may have written: several keys
-		r.undoHashes = make([]uint64, len(r.undoKeys))
+		hs := make([]uint64, len(r.undoKeys))
 		for i, key := range r.undoKeys {
-			_, r.undoHashes[i] = k.of(key)
+			_, hs[i] = k.of(key)
 		}
 		s := &k.multi
 		r.slot, r.home = s, s
 		s.mu.Lock()
 		s.waiting = append(s.waiting, slotEntry{0, r})
+		k.multiHashes[r] = hs
 		k.nmulti.Add(1)
 		s.mu.Unlock()
 		return

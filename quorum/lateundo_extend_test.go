@@ -84,7 +84,7 @@ func TestLateUndoAfterAnExtendThatCountedIt(t *testing.T) {
 			ext := &Request{kind: Extend, agg: AggVote, rule: &YesOne, nkeys: 1, Key: "k",
 				cmd:   resp.AppendCommand(nil, []byte("EXT"), []byte("k"), []byte(tok)),
 				token: []byte(tok), TTL: 10 * time.Second,
-				noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
+				noRk: rkZero, t0: batching.Now()}
 			e.Submit(w, ext)
 			// Masters 0 and 1 are now paused; master 4 resumes and runs its
 			// backlog, then 2 and 3 answer the extend.

@@ -88,6 +88,6 @@ func pooledAcquire(tok string, keys []string) *Request {
 		r.undoKeys = append(r.undoKeys, []byte(k))
 	}
 	r.undoToken, r.undoOp, r.token, r.nilIsNoop = []byte(tok), UndoDelIfValue, []byte(tok), true
-	r.TTL, r.noReply, r.t0 = 10*time.Second, resp.ReplyNil, batching.Now()
+	r.TTL, r.noRk, r.t0 = 10*time.Second, rkNil, batching.Now()
 	return r
 }

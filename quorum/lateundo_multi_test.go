@@ -123,7 +123,7 @@ func multiSetNX(e *Engine, tok string, keys ...string) (*Request, *Waiter) {
 	r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: len(keys),
 		cmd: resp.AppendCommand(nil, args...), undoKeys: undo,
 		undoToken: []byte(tok), undoOp: UndoDelIfValue, token: []byte(tok),
-		nilIsNoop: true, TTL: 10 * time.Second, noReply: resp.ReplyNil, t0: batching.Now()}
+		nilIsNoop: true, TTL: 10 * time.Second, noRk: rkNil, t0: batching.Now()}
 	e.Submit(w, r)
 	return r, w
 }
@@ -143,12 +143,13 @@ func extend(e *Engine, tok string, keys ...string) (*Request, *Waiter) {
 	args = append(args, []byte(tok))
 	r := &Request{kind: Extend, agg: AggVote, rule: &YesOne, nkeys: len(keys),
 		cmd: resp.AppendCommand(nil, args...), token: []byte(tok), TTL: 10 * time.Second,
-		noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
+		noRk: rkZero, t0: batching.Now()}
 	if len(keys) == 1 {
 		r.Key = keys[0]
 	} else {
+		c := r.coldOf() // before Submit
 		for i := range keys {
-			r.keys = append(r.keys, argIn(r.cmd, 1+i))
+			c.keys = append(c.keys, argIn(r.cmd, 1+i))
 		}
 	}
 	e.Submit(w, r)
@@ -287,12 +288,16 @@ func TestScriptKeysForSupersede(t *testing.T) {
 		op := &ScriptOp{SHA1: "0123456789012345678901234567890123456789", Preloaded: true,
 			Kind: tc.kind, Yes: YesOne, Token: Arg{Index: 1}, KeyArg: tc.key}
 		r := e.Script(op, keys, argv, 10*time.Second, batching.Now())
-		if len(r.keys) != tc.want {
-			t.Fatalf("kind %v, KeyArg %v: %d keys, want %d", tc.kind, tc.key, len(r.keys), tc.want)
+		var got [][]byte
+		if r.cold != nil {
+			got = r.cold.keys
 		}
-		for i := range r.keys {
-			if string(r.keys[i]) != string(keys[i]) {
-				t.Fatalf("key %d: %q", i, r.keys[i])
+		if len(got) != tc.want {
+			t.Fatalf("kind %v, KeyArg %v: %d keys, want %d", tc.kind, tc.key, len(got), tc.want)
+		}
+		for i := range got {
+			if string(got[i]) != string(keys[i]) {
+				t.Fatalf("key %d: %q", i, got[i])
 			}
 		}
 		if tc.want == 2 && r.multiKeys() == nil {

@@ -74,7 +74,7 @@ func TestLateUndoSparesASplitRetrysGrant(t *testing.T) {
 				cmd:       resp.AppendCommand(nil, []byte("OBTAIN"), []byte("k"), []byte(tok)),
 				undoKeys:  [][]byte{[]byte("k")},
 				undoToken: []byte(tok), undoOp: UndoDelIfValue, token: []byte(tok),
-				TTL: 10 * time.Second, noReply: resp.ReplyNil, t0: batching.Now()}
+				TTL: 10 * time.Second, noRk: rkNil, t0: batching.Now()}
 			if tc.reobt {
 				r.noIsNoop = true
 			} else {
@@ -222,8 +222,8 @@ func TestLateUndoSparesALaterGrantOfTheSameToken(t *testing.T) {
 	// R: the client releases.
 	w = NewWaiter()
 	rel := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: "k",
-		cmd:     resp.AppendCommand(nil, []byte("REL"), []byte("k"), []byte(tok)),
-		noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
+		cmd:  resp.AppendCommand(nil, []byte("REL"), []byte("k"), []byte(tok)),
+		noRk: rkZero, t0: batching.Now()}
 	e.Submit(w, rel)
 	for i := 0; i < 4; i++ {
 		for ms[i].step2() {
@@ -327,8 +327,8 @@ func TestLateUndoAfterARelease(t *testing.T) {
 	// B releases through this proxy; the release is queued to master 4 too.
 	w = NewWaiter()
 	rel := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: "k",
-		cmd:     resp.AppendCommand(nil, []byte("REL"), []byte("k"), []byte("B")),
-		noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
+		cmd:  resp.AppendCommand(nil, []byte("REL"), []byte("k"), []byte("B")),
+		noRk: rkZero, t0: batching.Now()}
 	e.Submit(w, rel)
 	for i := 0; i < 4; i++ {
 		for ms[i].step2() {

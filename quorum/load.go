@@ -129,10 +129,11 @@ func (e *Engine) ScriptFlushes() int64 { return e.loads.flushes.Load() }
 // r's script when it is not loaded there (load).
 func (e *Engine) submitLoaded(i int, r *Request, op batching.Op) error {
 	p := e.pipes[i]
-	if r.load == nil || r.load.Body == "" {
+	load := r.load()
+	if load == nil || load.Body == "" {
 		return p.Submit(op)
 	}
-	return e.loads.load(i, r.load, func() error {
+	return e.loads.load(i, load, func() error {
 		if err := p.Submit(batching.Op{Cmd: scriptFlush, C: flushDone{e}}); err != nil {
 			return err
 		}

@@ -113,9 +113,9 @@ func lockEngine(t *testing.T) (*Engine, []*lockMaster) {
 func submitRel(e *Engine, key, tok string) (*Request, *Waiter) {
 	w := NewWaiter()
 	rel := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: key,
-		cmd:     resp.AppendCommand(nil, []byte("REL"), []byte(key), []byte(tok)),
-		token:   []byte(tok),
-		noReply: resp.Reply{Type: resp.Integer}, t0: batching.Now()}
+		cmd:   resp.AppendCommand(nil, []byte("REL"), []byte(key), []byte(tok)),
+		token: []byte(tok),
+		noRk:  rkZero, t0: batching.Now()}
 	e.Submit(w, rel)
 	return rel, w
 }

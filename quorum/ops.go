@@ -116,7 +116,7 @@ func (e *Engine) Acquire(key, token []byte, ttl time.Duration, t0 int64) *Reques
 	r.nkeys, r.cmd = 1, cmd
 	r.undoKeys, r.undoToken, r.undoOp, r.token = r.OneUndoKey(k), tok, UndoDelIfValue, tok
 	r.exclusive, r.nilIsNoop = true, true
-	r.TTL, r.noReply, r.t0 = ttl, resp.ReplyNil, t0
+	r.TTL, r.noRk, r.t0 = ttl, rkNil, t0
 	return r
 }
 
@@ -186,7 +186,7 @@ func (e *Engine) Extend(key []byte, ttl time.Duration, t0 int64) *Request {
 	ms := strconv.AppendInt(nil, ttl.Milliseconds(), 10)
 	return &Request{kind: Extend, agg: AggVote, rule: &YesSameValue, Key: string(key), nkeys: 1,
 		cmd: AppendEvalSHA(nil, extendScript.SHA1, [][]byte{key}, [][]byte{ms}),
-		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0, shorten: shortenDigest,
+		TTL: ttl, noRk: rkZero, t0: t0, shorten: shortenDigest,
 		chk: newCheck(ttl, e.cfg.DriftFactor, true)}
 }
 
@@ -199,7 +199,7 @@ func (e *Engine) ExtendHeld(key, token []byte, ttl time.Duration, t0 int64) *Req
 	maxTTL := strconv.AppendInt(nil, e.cfg.MaxTTL.Milliseconds(), 10)
 	r := &Request{kind: Extend, agg: AggVote, rule: &YesOne, Key: string(key), nkeys: 1,
 		cmd: AppendEvalSHA(nil, CappedExtendScript.SHA1, [][]byte{key}, [][]byte{token, ms, []byte("1"), maxTTL}),
-		TTL: ttl, noReply: resp.Reply{Type: resp.Integer}, t0: t0, shorten: shortenToken,
+		TTL: ttl, noRk: rkZero, t0: t0, shorten: shortenToken,
 		chk: newCheck(ttl, e.cfg.DriftFactor, true)}
 	r.token = argIn(r.cmd, 4) // EVALSHA sha 1 key token…: owned by the request, as a script's
 	return r
@@ -218,9 +218,10 @@ func (op *ScriptOp) TTLAdds(argv [][]byte) bool {
 func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0 int64) *Request {
 	r := NewRequest()
 	r.kind, r.agg, r.rule, r.combine = op.Kind, AggVote, &op.Yes, op.Combine
-	r.nkeys, r.noReply, r.pttlAt, r.noIsNoop, r.t0, r.TTL = len(keys), op.No, int32(op.NoPTTLAt+1), op.NoIsNoop, t0, ttl
+	r.nkeys, r.pttlAt, r.noIsNoop, r.t0, r.TTL = len(keys), int32(op.NoPTTLAt+1), op.NoIsNoop, t0, ttl
+	r.setNoReply(op.No)
 	if !op.Preloaded {
-		r.load = op
+		r.coldOf().load = op
 	}
 	switch {
 	case op.Kind != Release:
@@ -243,7 +244,9 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 	if op.RunAs != "" {
 		maxTTL := strconv.AppendInt(nil, e.cfg.MaxTTL.Milliseconds(), 10)
 		r.cmd = AppendEvalSHA(nil, op.RunAs, keys, append(append([][]byte(nil), argv...), maxTTL))
-		r.load = nil // lockproxy's own: loaded on every connection
+		if r.cold != nil {
+			r.cold.load = nil // lockproxy's own: loaded on every connection
+		}
 	}
 	switch {
 	case op.Checked:
@@ -289,13 +292,15 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 	if r.Key == "" && len(keys) > 1 && (op.Kind == Acquire || op.Kind == AcquireOrExtend || op.Kind == Extend) {
 		// No single lock key: the late-undo record looks at every key
 		// it may write or count (supersede).
-		r.keys = make([][]byte, len(keys))
+		c := r.coldOf()
+		c.keys = make([][]byte, len(keys))
 		for i := range keys {
-			r.keys[i] = at(Arg{Keys: true, Index: i + 1})
+			c.keys[i] = at(Arg{Keys: true, Index: i + 1})
 		}
 	}
 	if !op.Counter.IsZero() && (op.Kind == Acquire || op.Kind == AcquireOrExtend) {
-		r.fence, r.fenceAt = at(op.Counter), int32(op.CounterAt)
+		c := r.coldOf()
+		c.fence, c.fenceAt = at(op.Counter), int32(op.CounterAt)
 	}
 	switch {
 	case !op.Token.IsZero():
@@ -321,10 +326,11 @@ func (e *Engine) Script(op *ScriptOp, keys, argv [][]byte, ttl time.Duration, t0
 			}
 		}
 		for _, m := range op.UndoExtra {
-			r.undoExtra = append(r.undoExtra, []byte(m))
+			c := r.coldOf()
+			c.undoExtra = append(c.undoExtra, []byte(m))
 		}
 		if op.Undo == UndoJSONField {
-			r.undoExtra = [][]byte{[]byte(op.UndoField)}
+			r.coldOf().undoExtra = [][]byte{[]byte(op.UndoField)}
 		}
 	}
 	return r

@@ -53,7 +53,7 @@ func (r *Request) unref() {
 	if r.refs.Add(-1) != 0 {
 		return
 	}
-	parent := r.parent
+	parent := r.parent()
 	if r.pooled {
 		if onRecycle != nil {
 			onRecycle(r)
@@ -62,12 +62,15 @@ func (r *Request) unref() {
 		if cap(buf) > maxKeptBuffer {
 			buf = nil
 		}
-		ext := r.ext
+		ext, cold := r.ext, r.cold
 		if r.extDirty {
 			*ext = reqExt{}
 		}
+		if r.coldDirty {
+			*cold = reqCold{}
+		}
 		*r = Request{}
-		r.buf, r.ext = buf, ext
+		r.buf, r.ext, r.cold = buf, ext, cold
 		requestPool.Put(r)
 	}
 	if parent != nil {

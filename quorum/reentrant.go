@@ -235,7 +235,7 @@ return 1`)
 // It reports whether it decided (false: it cannot raise, and the vote is
 // lost). r.mu is held.
 func (r *Request) raiseCounts() bool {
-	if r.fence != nil || r.token == nil || r.Key == "" || r.reentrantD() < 0 {
+	if r.fence() != nil || r.token == nil || r.Key == "" || r.reentrantD() < 0 {
 		return false
 	}
 	r.success()

@@ -58,7 +58,7 @@ type Request struct {
 	// after a lost vote's decision adds its late-undo record's. e is set
 	// by Submit, kind and agg by the operation's constructor (ops.go), and
 	// do not change after; refs is atomic, never under mu.
-	mu         sync.Mutex // protects the vote's fields, sups and supLeft, ext, undoCmd
+	mu         sync.Mutex // protects the vote's fields, supLeft and cold.sups, ext, undoCmd
 	e          *Engine
 	refs       atomic.Int32 // the submitter's, one per op sent, finish's (see Release)
 	answered   int32        // masters whose reply counts
@@ -66,7 +66,7 @@ type Request struct {
 	yes        int32
 	state      [MaxMasters]uint8
 	rk         [MaxMasters]uint8 // per master: its reply when a common one, and whether it is a yes (replies.go)
-	supLeft    uint16            // see sups
+	supLeft    uint16            // see reqCold.sups
 	inDispatch bool              // decided while dispatch was still submitting
 	decidedIn  bool
 	undoing    bool // a failed acquisition: undo each master once its part is known
@@ -97,13 +97,8 @@ type Request struct {
 	// reent: a re-entrant hash lock's acquisition, whose masters also
 	// answer the token's count (reentrant.go); chk: a checked script's
 	// masters' reports (check.go); nil otherwise.
-	reent *reentState
-	chk   *checkState
-	// sups: the failed acquisitions this request, a later write of their
-	// token, superseded; supLeft: its masters whose outcome they still
-	// wait for (supersede.go). Set by supersede before the request is
-	// submitted, then changed by resolveSups under r.mu.
-	sups    []*Request
+	reent   *reentState
+	chk     *checkState
 	shortDL bool // the deadline is the validity left, shorter than node_timeout
 	retried bool // this is the retry of a split vote: no further retry
 	retryGo bool // the retry was handed to its timer
@@ -111,14 +106,18 @@ type Request struct {
 	// pttlAt: where no replies carry the holder's PTTL: 0 nowhere, 1 the
 	// reply, i+1 the array's i-th element. On this line, which a lost
 	// vote's decision reads anyway (rule, undoOp).
-	pttlAt int32
-
+	pttlAt  int32
 	undoCmd []byte // built on first use
+
 	// ext: the masters' replies other than the common ones rk holds, and
 	// why a master's vote did not count; allocated on first use and kept
 	// with a pooled Request (replies.go).
-	ext      *reqExt
-	extDirty bool // ext was written since the Request was last recycled
+	ext *reqExt
+	// cold: what only uncommon requests set (cold.go); allocated on first
+	// use, before r is shared, and kept with a pooled Request.
+	cold      *reqCold
+	extDirty  bool // ext was written since the Request was last recycled
+	coldDirty bool // cold was written since the Request was last recycled
 
 	// What the operation is; set by its constructor (ops.go).
 	combine Combine // AggVote: which reply the client gets on success
@@ -127,31 +126,6 @@ type Request struct {
 	// the lock (ScriptOp.DeletedYes, AbsentYes), that reply's rk kind; 0:
 	// none (releaseYes).
 	deletedYes uint8
-	// Key serializes the request behind others on the same key from this
-	// process (at most one quorum attempt per key in flight); "" = none.
-	Key   string
-	kh    uint64 // Key's hash, for the key table and the late-undo slots
-	khSet bool   // kh is set (Submit sets it for every keyed request)
-	cmd   []byte // the command every master gets
-	// undoKeys, undoToken and undoOp describe the compensating command of
-	// an acquisition, built only when it fails and sent to every master
-	// where it wrote. They may alias cmd.
-	undoKeys  [][]byte
-	undoToken []byte
-	undoExtra [][]byte // UndoZRem: members the acquisition adds besides the token
-	// token is the lock token this operation writes or checks, when known
-	// (supersede.go); nil: unknown, it may write any.
-	token []byte
-	// load, for a script not loaded on every master connection: its body
-	// and sha1, loaded on a master before its first use there.
-	load *ScriptOp
-	// bigBytes is cmd's length when it counts against each master's
-	// Engine.big, and work what each master spends matching it (a PUBLISH,
-	// SetMasterWork) when it counts against Engine.work (big.go), until
-	// that master completes it; bigSkip: the masters it is not sent to,
-	// which had no room (nothing is counted there).
-	bigBytes, work int64
-	bigSkip        uint64
 	// exclusive marks a plain SET NX: it cannot succeed while another
 	// acquisition of the key from this process holds validity, so queued
 	// behind one that succeeded it is answered "not acquired" at once.
@@ -159,9 +133,26 @@ type Request struct {
 	// shorten: a granted extend sets its TTL on the masters afterwards
 	// (shorten.go); the extend itself never lowers one.
 	shorten byte
+	// noRk: the reply when the vote is lost and no master said otherwise
+	// (noReply), as an rk kind (replies.go); rkExt: r.cold's, or none.
+	noRk  uint8
+	khSet bool // kh is set (Submit sets it for every keyed request)
+	// Key serializes the request behind others on the same key from this
+	// process (at most one quorum attempt per key in flight); "" = none.
+	Key string
+	kh  uint64 // Key's hash, for the key table and the late-undo slots
+	cmd []byte // the command every master gets
+	// undoKeys, undoToken and undoOp describe the compensating command of
+	// an acquisition, built only when it fails and sent to every master
+	// where it wrote. They may alias cmd.
+	undoKeys  [][]byte
+	undoToken []byte
+	// token is the lock token this operation writes or checks, when known
+	// (supersede.go); nil: unknown, it may write any.
+	token   []byte
 	TTL     time.Duration // validity accounting for Acquire/Extend; 0: none
-	noReply resp.Reply    // the reply when the vote is lost and no master said otherwise
 	t0      int64         // batching.Now() when the command was parsed
+	undoKey [1][]byte     // OneUndoKey's storage: undoKeys of a single key, next to them
 
 	// deadline: batching.Now() deadline, set at dispatch; here so that
 	// reply starts a cache line (TestRequestLayout).
@@ -186,38 +177,23 @@ type Request struct {
 	won bool
 	// A failed acquisition waiting for late replies is registered on a
 	// slot (keygen.go); a later write of its token marks it superseded
-	// (supersede.go). Both under its home slot's lock.
-	slot       *keySlot
-	home       *keySlot // the slot r was registered on, kept after it leaves (resolveSups)
-	superseded uint16   // masters (bit i) a later write of the token went to
-	sup        *supState
+	// (supersede.go, sup). Both under its home slot's lock.
+	slot *keySlot
+	home *keySlot // the slot r was registered on, kept after it leaves (resolveSups)
+	sup  *supState
 
-	undoKey [1][]byte // OneUndoKey's storage
-	buf     []byte    // CmdBuffer's storage, kept when recycled
-	pooled  bool      // from NewRequest: back to the pool when refs reach 0
-	next    *Request  // per-key FIFO link
-	// A split vote's retry (retry.go) runs as a child request on behalf of
-	// parent, which publishes its outcome; the child holds a reference to
-	// the parent, whose command it aliases.
-	parent     *Request
-	undoHashes []uint64 // a multi-key r's undo keys' hashes, on the multi slot
-	// keys: the keys of a script over several KEYS with no single lock
-	// key (supersede); they alias cmd.
-	keys [][]byte
-	// skip: masters this request is not sent to (a split vote's retry
-	// skips those where its parent's part is still unknown).
-	skip uint16
-	// Counters (counter.go): ctr is a counter operation's state; fence the
-	// counter a fenced acquisition increments once granted (it aliases
-	// cmd); notCounter the masters whose replies to a GET count for a lock
-	// read only; cont what r continues with instead of publishing.
-	ctr        *counterState
-	fence      []byte
-	fenceAt    int32 // where the token goes in the yes reply: 0 the reply itself, i its i-th element
+	buf    []byte   // CmdBuffer's storage, kept when recycled
+	next   *Request // per-key FIFO link
+	pooled bool     // from NewRequest: back to the pool when refs reach 0
+	// Counters (counter.go): ctr is a counter operation's state;
+	// notCounter the masters whose replies to a GET count for a lock read
+	// only; cont what r continues with instead of publishing. Set while
+	// r is in flight, under r.mu: not in r.cold (see reqCold).
 	notCounter uint16
 	cont       uint8
 	// hashRead: an HGET or HEXISTS of a hash lock's field (hashread.go).
 	hashRead uint8
+	ctr      *counterState
 }
 
 // Per-master state of a request. The undo of a failed acquisition depends
@@ -238,9 +214,9 @@ func (r *Request) Decided() bool { return r.done.Load() }
 // Each op dispatch sends holds a reference to r, which this drops.
 func (r *Request) Complete(master int, rep resp.Reply, err error) {
 	r.complete(master, rep, err)
-	if r.bigHeld && r.bigSkip&(1<<master) == 0 {
-		r.e.big[master].Add(-r.bigBytes)
-		r.e.work[master].Add(-r.work)
+	if r.bigHeld && r.cold.bigSkip&(1<<master) == 0 { // bigHeld: admitBig set r.cold
+		r.e.big[master].Add(-r.cold.bigBytes)
+		r.e.work[master].Add(-r.cold.work)
 	}
 	r.unref()
 }
@@ -266,8 +242,8 @@ func (r *Request) complete(master int, rep resp.Reply, err error) {
 		return
 	}
 	if err == nil && unavailable(rep) {
-		if r.load != nil && noScript(&rep) {
-			r.e.loads.forget(master, r.load.SHA1)
+		if op := r.load(); op != nil && noScript(&rep) {
+			r.e.loads.forget(master, op.SHA1)
 		}
 		err = &refusedError{msg: string(rep.Str)}
 	}

@@ -82,7 +82,7 @@ func fakeEngine(n int) *Engine {
 func acquireReq(e *Engine) (*Request, *Waiter) {
 	w := NewWaiter()
 	r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, TTL: 10 * time.Second,
-		noReply: resp.ReplyNil, nilIsNoop: true, t0: batching.Now()}
+		noRk: rkNil, nilIsNoop: true, t0: batching.Now()}
 	r.e, r.w = e, w
 	w.pending.Add(1)
 	return r, w
@@ -177,7 +177,7 @@ func TestValidityExpiredFails(t *testing.T) {
 func TestMostCommonNoReply(t *testing.T) {
 	e := fakeEngine(5)
 	w := NewWaiter()
-	r := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, noReply: resp.Reply{Type: resp.Integer}}
+	r := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, noRk: rkZero}
 	r.e, r.w = e, w
 	w.pending.Add(1)
 	minus1 := resp.Reply{Type: resp.Integer, Int: -1}

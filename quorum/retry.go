@@ -68,11 +68,16 @@ func (e *Engine) scheduleRetry(r *Request) {
 func (e *Engine) retry(r *Request) {
 	c := NewRequest()
 	c.kind, c.agg, c.rule, c.combine = r.kind, r.agg, r.rule, r.combine
-	c.nkeys, c.cmd, c.undoKeys, c.undoToken, c.keys = r.nkeys, r.cmd, r.undoKeys, r.undoToken, r.keys
-	c.undoOp, c.undoExtra, c.token, c.load, c.pttlAt = r.undoOp, r.undoExtra, r.token, r.load, r.pttlAt
-	c.noIsNoop, c.nilIsNoop, c.fence, c.fenceAt = r.noIsNoop, r.nilIsNoop, r.fence, r.fenceAt
-	c.TTL, c.noReply, c.t0 = r.TTL, r.noReply, r.t0
-	c.retried, c.parent, c.e = true, r, e
+	c.nkeys, c.cmd, c.undoKeys, c.undoToken = r.nkeys, r.cmd, r.undoKeys, r.undoToken
+	c.undoOp, c.token, c.pttlAt = r.undoOp, r.token, r.pttlAt
+	c.noIsNoop, c.nilIsNoop = r.noIsNoop, r.nilIsNoop
+	c.TTL, c.t0 = r.TTL, r.t0
+	c.setNoReply(r.noReply())
+	cc := c.coldOf()
+	if rc := r.cold; rc != nil {
+		cc.keys, cc.undoExtra, cc.load, cc.fence, cc.fenceAt = rc.keys, rc.undoExtra, rc.load, rc.fence, rc.fenceAt
+	}
+	c.retried, cc.parent, c.e = true, r, e
 	if r.chk != nil { // the same script: its replies carry the check too
 		c.chk = &checkState{minPTTL: r.chk.minPTTL}
 	}
@@ -81,7 +86,7 @@ func (e *Engine) retry(r *Request) {
 	r.mu.Lock()
 	for i := 0; i < e.n; i++ {
 		if r.state[i] == pending || r.state[i] == timedOut {
-			c.skip |= 1 << i
+			cc.skip |= 1 << i
 		}
 	}
 	r.mu.Unlock()
@@ -95,7 +100,7 @@ func (e *Engine) retry(r *Request) {
 // or a counter's continuation (counter.go). The parent may itself be a
 // child, which then passes it on.
 func (e *Engine) adopt(c *Request) {
-	r := c.parent
+	r := c.parent()
 	c.mu.Lock()
 	reply, err, validity, contended, won := c.reply, c.err, c.validity, c.contended, c.won
 	c.mu.Unlock()

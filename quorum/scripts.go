@@ -303,9 +303,9 @@ func (r *Request) undoCommand() []byte {
 	case UndoHashDecr:
 		return AppendEvalSHA(nil, hashUndoScript.SHA1, r.undoKeys, [][]byte{r.undoToken})
 	case UndoZRem:
-		return AppendEvalSHA(nil, zremUndoScript.SHA1, r.undoKeys, append([][]byte{r.undoToken}, r.undoExtra...))
+		return AppendEvalSHA(nil, zremUndoScript.SHA1, r.undoKeys, append([][]byte{r.undoToken}, r.undoExtra()...))
 	case UndoJSONField:
-		return AppendEvalSHA(nil, jsonUndoScript.SHA1, r.undoKeys, [][]byte{r.undoToken, r.undoExtra[0]})
+		return AppendEvalSHA(nil, jsonUndoScript.SHA1, r.undoKeys, [][]byte{r.undoToken, r.undoExtra()[0]})
 	}
 	return UndoCommand(r.undoKeys, r.undoToken)
 }

@@ -20,7 +20,7 @@ func (e *Engine) supersede(w *Request) {
 	if !clears && w.kind != Acquire && w.kind != AcquireOrExtend && w.kind != Extend {
 		return // neither creates, counts nor deletes a key holding the token
 	}
-	sent := ^w.skip & (1<<e.n - 1) // the masters w goes to
+	sent := ^w.skip() & (1<<e.n - 1) // the masters w goes to
 	keys := w.multiKeys()
 	if keys == nil {
 		key := w.slotKey()
@@ -83,7 +83,7 @@ func (e *Engine) supersedeMulti(w *Request, hs []uint64, sent uint16) {
 	defer s.mu.Unlock()
 	for _, en := range s.waiting {
 		q := en.r
-		if !sharesKey(q.undoHashes, hs) {
+		if !sharesKey(e.slots.multiHashes[q], hs) {
 			continue
 		}
 		if w.token == nil || bytes.Equal(w.token, q.undoToken) {
@@ -104,19 +104,21 @@ func sharesKey(a, b []uint64) bool {
 }
 
 // mark records that w, going to masters sent, supersedes q there. q's home
-// slot's lock is held.
+// slot's lock is held. w is being dispatched and not shared yet: w.cold
+// may be allocated (reqCold).
 func (e *Engine) mark(w, q *Request, sent uint16) {
-	q.superseded |= sent
 	if q.sup == nil {
 		q.sup = &supState{}
 	}
+	q.sup.superseded |= sent
 	for i := 0; i < e.n; i++ {
 		if sent&(1<<i) != 0 {
 			q.sup.pending[i]++
 		}
 	}
 	q.ref() // until w's outcome on every master is known
-	w.sups = append(w.sups, q)
+	c := w.coldOf()
+	c.sups = append(c.sups, q)
 	w.supLeft = sent
 }
 
@@ -134,11 +136,12 @@ func (e *Engine) mark(w, q *Request, sent uint16) {
 // the TTL, where it refused every attempt, its own included. Under the
 // lock of the failed acquisition's home slot.
 type supState struct {
-	pending  [MaxMasters]int32 // later requests with no outcome there yet
-	applied  uint16            // masters where one wrote or counted it, or may have
-	cleared  uint16            // masters where a release of the token ran after it
-	deferred uint16            // masters where the late undo waits for them
-	resolved bool              // no master of the failed attempt is left to answer
+	superseded uint16            // masters (bit i) a later write of the token went to
+	pending    [MaxMasters]int32 // later requests with no outcome there yet
+	applied    uint16            // masters where one wrote or counted it, or may have
+	cleared    uint16            // masters where a release of the token ran after it
+	deferred   uint16            // masters where the late undo waits for them
+	resolved   bool              // no master of the failed attempt is left to answer
 }
 
 // deferUndo decides the late undo on master i of r, superseded there:
@@ -165,7 +168,7 @@ func (r *Request) deferUndo(i int) {
 // on master i is known. w.mu is held; w's state[i] is final.
 func (w *Request) resolveSups(i int) {
 	bit := uint16(1) << i
-	if w.supLeft&bit == 0 || len(w.sups) == 0 { // supLeft first: on the vote's line
+	if w.supLeft&bit == 0 || w.cold == nil || len(w.cold.sups) == 0 { // supLeft first: on the vote's line
 		return
 	}
 	var wrote, cleared bool
@@ -192,7 +195,7 @@ func (w *Request) resolveSups(i int) {
 	// w.mu. One slot's lock at a time.
 	var s *keySlot
 	w.supLeft &^= bit
-	for _, q := range w.sups {
+	for _, q := range w.cold.sups {
 		if q.home != s {
 			if s != nil {
 				s.mu.Unlock()
@@ -226,7 +229,7 @@ func (w *Request) resolveSups(i int) {
 	}
 	var done []*Request
 	if w.supLeft == 0 {
-		done, w.sups = w.sups, nil
+		done, w.cold.sups = w.cold.sups, nil
 	}
 	for _, q := range done {
 		q.unref()

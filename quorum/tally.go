@@ -32,7 +32,7 @@ func (r *Request) mostCommonNo() resp.Reply {
 	if others == 0 && nils > 0 {
 		return resp.ReplyNil
 	}
-	best, bestN := r.noReply, 0
+	best, bestN := r.noReply(), 0
 	for i := 0; i < r.e.n; i++ {
 		if r.state[i] != replied || r.yesAt(i) {
 			continue
@@ -241,7 +241,7 @@ func (r *Request) longestPTTLNo() resp.Reply {
 // before they try again; with the placeholder, 0, they tried again at once,
 // in a loop, for as long as the cause lasted.
 func (r *Request) lostReply() resp.Reply {
-	rep := r.noReply
+	rep := r.noReply()
 	at := int(r.pttlAt) - 1
 	if at < 0 {
 		return rep
@@ -258,7 +258,7 @@ func (r *Request) lostReply() resp.Reply {
 		return rep
 	}
 	if r.rule != nil && r.rule.LooksLikeYes(&rep) {
-		return r.noReply // never a "not done" the client could read as done
+		return r.noReply() // never a "not done" the client could read as done
 	}
 	return rep
 }

@@ -93,7 +93,7 @@ func (r *Request) undoLate(i int) {
 	}
 	r.slot.mu.Lock()
 	defer r.slot.mu.Unlock()
-	if r.superseded&(1<<i) != 0 {
+	if r.sup != nil && r.sup.superseded&(1<<i) != 0 {
 		r.deferUndo(i)
 		return
 	}

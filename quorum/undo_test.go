@@ -81,7 +81,7 @@ func setNX(e *Engine, key, token string) (*Request, *Waiter) {
 		undoKeys:  [][]byte{[]byte(key)},
 		undoToken: []byte(token), undoOp: UndoDelIfValue, token: []byte(token),
 		exclusive: true, nilIsNoop: true,
-		TTL: 10 * time.Second, noReply: resp.ReplyNil, t0: batching.Now()}
+		TTL: 10 * time.Second, noRk: rkNil, t0: batching.Now()}
 	e.Submit(w, r)
 	return r, w
 }
@@ -154,7 +154,7 @@ func TestReleaseUnconfirmedIsReleased(t *testing.T) {
 	release := func(e *Engine) *Request {
 		w := NewWaiter()
 		r := &Request{kind: Release, agg: AggVote, rule: &YesOne, nkeys: 1, Key: "k",
-			cmd: []byte("release"), noReply: zero, t0: batching.Now()}
+			cmd: []byte("release"), noRk: rkZero, t0: batching.Now()}
 		e.Submit(w, r)
 		return r
 	}
@@ -278,7 +278,7 @@ func TestEngineEnforcesDeadlines(t *testing.T) {
 	})
 	r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, Key: "k",
 		cmd: []byte("SET"), undoKeys: [][]byte{[]byte("k")}, undoToken: []byte("t"), undoOp: UndoDelIfValue, token: []byte("t"), nilIsNoop: true,
-		TTL: 10 * time.Second, noReply: resp.ReplyNil, t0: batching.Now()}
+		TTL: 10 * time.Second, noRk: rkNil, t0: batching.Now()}
 	start := time.Now()
 	e.Submit(w, r)
 	answer(fps, 0, resp.ReplyOK, nil)
@@ -309,7 +309,7 @@ func TestLostVoteNeverAnswersLikeYes(t *testing.T) {
 	w := NewWaiter()
 	r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, Key: "k", cmd: []byte("x"),
 		undoKeys: [][]byte{[]byte("k")}, undoToken: []byte("t"), undoOp: UndoDelIfValue, token: []byte("t"), noIsNoop: true,
-		TTL: 10 * time.Second, noReply: resp.ReplyNil, t0: batching.Now()}
+		TTL: 10 * time.Second, noRk: rkNil, t0: batching.Now()}
 	e.Submit(w, r)
 	bulkOK := resp.Reply{Type: resp.Bulk, Str: []byte("OK")}
 	for i := 0; i < 3; i++ {
@@ -338,7 +338,7 @@ func TestValidityTimeoutNamed(t *testing.T) {
 		w := NewWaiter()
 		r := &Request{kind: Acquire, agg: AggVote, rule: &YesOK, nkeys: 1, Key: "k",
 			cmd: resp.AppendCommand(nil, []byte("SET"), []byte("k"), []byte("t"), []byte("NX"), []byte("PX"), []byte("5")),
-			TTL: c.ttl, noReply: resp.ReplyNil, t0: batching.Now()}
+			TTL: c.ttl, noRk: rkNil, t0: batching.Now()}
 		e.Submit(w, r) // no master answers
 		r.expire()
 		e.Wait(w)
