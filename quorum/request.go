@@ -187,8 +187,8 @@ type Request struct {
 	pooled bool     // from NewRequest: back to the pool when refs reach 0
 	// Counters (counter.go): ctr is a counter operation's state;
 	// notCounter the masters whose replies to a GET count for a lock read
-	// only; cont what r continues with instead of publishing. Set while
-	// r is in flight, under r.mu: not in r.cold (see reqCold).
+	// only; cont what r continues with instead of publishing. These may
+	// be set while r is in flight, under r.mu: not in r.cold (reqCold).
 	notCounter uint16
 	cont       uint8
 	// hashRead: an HGET or HEXISTS of a hash lock's field (hashread.go).
