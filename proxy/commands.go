@@ -199,6 +199,7 @@ const (
 	renderWatchedGet                   // GET of a watched key: the reply, kept for EXEC
 	renderExec                         // EXEC's script: 1 → [1], else the aborted null
 	renderExecAbsent                   // EXEC of a key read absent: EXISTS 0 → [0], else null
+	renderPushes                       // the next off taken pub/sub messages (pushesFirst; framed by finish)
 )
 
 // slot is one command's place in the pipeline's replies.
@@ -206,7 +207,7 @@ type slot struct {
 	req      *quorum.Request
 	kind     renderKind
 	resp3    bool
-	off, end int          // renderLocal: c.localBuf[off:end]
+	off, end int          // renderLocal: c.localBuf[off:end]; renderPushes: off messages
 	ev       *slotEvent   // what its decision tells the other proxies (events.go)
 	pub      *publishSlot // renderPublish
 	blk      *blocker     // renderBlocked

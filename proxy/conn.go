@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"math"
 	"syscall"
 	"time"
 
@@ -93,6 +94,16 @@ type clientConn struct {
 	kept         int64 // what account last charged to the input budget
 	blockedSince int64 // evloop.Now() when the transport could take no more; 0: not
 
+	// Large pub/sub payloads written from the hub's shared slice
+	// (splice.go): their places in out, in order, how much of the first
+	// is written, and their unwritten bytes; those a stream transport's
+	// writer holds; the segments of the last write.
+	splices     []splice
+	spliceOff   int
+	splicedSize int64
+	lent        [][]byte
+	segs        [][]byte
+
 	// For the timeouts (idle.go): evloop.Now() at the accept, and when a
 	// sweep last saw the connection active (a byte read or written since
 	// the sweep before: no clock read per request).
@@ -126,6 +137,7 @@ type clientConn struct {
 	push       pushQueue
 	pushed     []pubsub.Message
 	pushedSize int64 // their framed size, about
+	reserved   int   // of pushed, those a renderPushes slot frames (pushesFirst)
 	softSince  int64
 	blk        *blocker // a BLPOP this connection is blocked in
 }
@@ -248,7 +260,7 @@ func (lc *clientConn) advance() {
 		}
 		if len(lc.pushed) > 0 {
 			// Messages taken before the command come before its reply.
-			lc.out = lc.framePushes(lc.out)
+			lc.framePushes()
 		}
 		lc.cut = lc.pipeline(data, owned)
 		if !lc.busy {
@@ -432,6 +444,11 @@ func (lc *clientConn) resumeScript() {
 func (lc *clientConn) finish() {
 	s, c := lc.f.s, lc.c
 	for i := range c.slots {
+		if sl := &c.slots[i]; sl.kind == renderPushes {
+			lc.reserved -= sl.off
+			lc.framePushesUpTo(sl.off, math.MaxInt, sl.resp3)
+			continue
+		}
 		lc.out = s.render(lc.out, c, &c.slots[i])
 	}
 	c.releaseSlots()
@@ -439,7 +456,7 @@ func (lc *clientConn) finish() {
 		c.localBuf = nil // don't keep a burst's buffer
 	}
 	if len(lc.pushed) > 0 {
-		lc.out = lc.framePushes(lc.out) // delivered while the pipeline ran
+		lc.framePushes() // delivered while the pipeline ran
 	}
 	if lc.inlineErr != nil {
 		lc.protocolError(lc.inlineErr)
@@ -462,23 +479,35 @@ func (lc *clientConn) drop() {
 		lc.c.slots[i] = slot{}
 	}
 	lc.c.slots = lc.c.slots[:0]
+	lc.reserved = 0
 	if lc.entered {
 		lc.entered = false
 		lc.f.s.leave()
 	}
 }
 
-// flush writes what it can of lc.out; the rest waits for Writable.
+// flush writes what it can of lc.out, and of the payloads spliced in it;
+// the rest waits for Writable.
 func (lc *clientConn) flush() {
+	lc.returnLent()
 	if lc.closed || lc.outOff == len(lc.out) {
 		return
 	}
-	n, err := lc.t.write(lc.out[lc.outOff:])
+	var n int
+	var err error
+	if len(lc.splices) == 0 {
+		lc.segs = append(lc.segs[:0], lc.out[lc.outOff:])
+		n, err = lc.t.write(lc.segs)
+		lc.outOff += n
+	} else {
+		n, err = lc.t.write(lc.segments())
+		lc.wrote(n, lc.t.inFlight())
+	}
+	clear(lc.segs) // no payload held past its write
 	if err != nil && err != syscall.EAGAIN {
 		lc.close() // the client is gone
 		return
 	}
-	lc.outOff += n
 	if n > 0 {
 		lc.active = true
 	}
@@ -551,6 +580,7 @@ func (lc *clientConn) closeWith(last []byte) {
 	lc.closed = true
 	lc.t.close(last)
 	lc.dropPushed() // unsubscribed or not, its taken messages are gone
+	lc.dropSplices()
 	lc.leaveHub()
 	// Its requests still waiting behind their keys are not sent (reads,
 	// acquisitions): nobody reads their replies.

@@ -244,7 +244,7 @@ func (f *front) writeTimedOut(lc *clientConn, now int64) {
 	}
 	f.s.cfg.Logger.Warn("client did not read its replies for the write timeout; its connection is closed (only its own commands were held meanwhile). "+
 		"A client must read the replies to the commands it sends: look for one stuck or pipelining without reading (INFO stats write_timeout_closes counts them)",
-		"client", lc.c.addr, "name", clipName(lc.c.name), "write_timeout", f.s.cfg.WriteTimeout, "unwritten_bytes", len(lc.out)-lc.outOff+lc.t.held(),
+		"client", lc.c.addr, "name", clipName(lc.c.name), "write_timeout", f.s.cfg.WriteTimeout, "unwritten_bytes", lc.unwritten()+int64(lc.t.held()),
 		"unread_input_bytes", lc.g.Unread(), "others_closed_since_last_warning", f.writeUnlogd)
 	f.writeLogAt, f.writeUnlogd = now, 0
 }
@@ -300,7 +300,7 @@ func (f *front) shutdown(writeBy int64) {
 		if lc.pushesWaiting() {
 			// Messages held for a subscriber that was not reading go
 			// out within the grace, as those already framed do.
-			lc.out = lc.framePushes(lc.out)
+			lc.framePushes()
 			lc.flush()
 		}
 		if !lc.busy && lc.outOff == len(lc.out) {

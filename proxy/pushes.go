@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"math"
+	"strconv"
 	"sync"
 
 	"github.com/lockproxy/lockproxy/internal/evloop"
@@ -73,7 +74,7 @@ func (lc *clientConn) takePushes() {
 	if lc.busy || lc.awaitScript || lc.rest != nil {
 		// Held until the pipeline's replies are out; they count against
 		// the hard limit meanwhile (a RESP3 subscriber blocked in BLPOP).
-		if int64(len(lc.out)-lc.outOff)+lc.pushedSize > lc.f.s.cfg.PubSubHardLimit {
+		if lc.unwritten()+lc.pushedSize > lc.f.s.cfg.PubSubHardLimit {
 			lc.pushOverflow("client-output-buffer-limit pubsub hard limit")
 		}
 		return
@@ -87,10 +88,11 @@ func (lc *clientConn) takePushes() {
 // subscriber that has not read it, as Redis shares it, instead of copied
 // into each one's output (100 subscribers that did not read held 100
 // copies of every message, gigabytes, and framing them stalled the loop
-// for seconds). They count against the output limits all the same.
+// for seconds). They count against the output limits all the same. A
+// large payload stays shared once framed too (splice.go).
 func (lc *clientConn) drainPushes() {
 	for i := 0; i < 4 && len(lc.pushed) > 0 && lc.outOff == len(lc.out) && !lc.closed; i++ {
-		lc.out = lc.framePushesUpTo(lc.out, pushChunk)
+		lc.framePushesUpTo(len(lc.pushed), pushChunk, lc.c.resp3)
 		lc.flush()
 	}
 	if lc.closed || lc.checkPushLimits() {
@@ -119,27 +121,34 @@ func (lc *clientConn) collectPushes() (over bool) {
 		lc.pushed = append(lc.pushed, msgs...)
 		for i := range msgs {
 			lc.pushedSize += pushSize(&msgs[i])
-			lc.f.shared.hold(&msgs[i])
+			lc.f.shared.hold(msgs[i].Payload)
 		}
 	}
 	return over
 }
 
-// framePushes appends the taken messages to b as the client's protocol
-// frames them, and forgets them.
-func (lc *clientConn) framePushes(b []byte) []byte {
-	return lc.framePushesUpTo(b, math.MaxInt)
+// framePushes appends the taken messages to lc.out as the client's
+// protocol frames them, and forgets them.
+func (lc *clientConn) framePushes() {
+	lc.framePushesUpTo(len(lc.pushed), math.MaxInt, lc.c.resp3)
 }
 
-// framePushesUpTo frames taken messages, oldest first, until b has grown
-// by at least limit bytes or none is left.
-func (lc *clientConn) framePushesUpTo(b []byte, limit int) []byte {
-	resp3 := lc.c.resp3
-	start, n := len(b), 0
-	for n < len(lc.pushed) && len(b)-start < limit {
-		b = appendMessage(b, &lc.pushed[n], resp3)
-		lc.pushedSize -= pushSize(&lc.pushed[n])
-		lc.f.shared.drop(&lc.pushed[n])
+// framePushesUpTo frames at most most taken messages into lc.out, oldest
+// first (RESP3 pushes or RESP2 arrays), until the output has grown by at
+// least limit bytes, spliced payloads included, or none is left.
+func (lc *clientConn) framePushesUpTo(most, limit int, resp3 bool) {
+	grown, n := 0, 0
+	for n < len(lc.pushed) && n < most && grown < limit {
+		m := &lc.pushed[n]
+		before := len(lc.out)
+		lc.out = appendMessageHead(lc.out, m, resp3)
+		lc.appendPayload(m.Payload) // holds it again when spliced
+		grown += len(lc.out) - before
+		if len(m.Payload) >= spliceMin {
+			grown += len(m.Payload)
+		}
+		lc.pushedSize -= pushSize(m)
+		lc.f.shared.drop(m.Payload)
 		lc.pushed[n] = pubsub.Message{}
 		n++
 	}
@@ -147,12 +156,12 @@ func (lc *clientConn) framePushesUpTo(b []byte, limit int) []byte {
 	if len(lc.pushed) == 0 {
 		lc.pushed, lc.pushedSize = lc.pushed[:0:0], 0
 	}
-	return b
 }
 
-// appendMessage frames m as Redis does: message, pmessage or smessage; an
-// array in RESP2, a push in RESP3.
-func appendMessage(b []byte, m *pubsub.Message, resp3 bool) []byte {
+// appendMessageHead frames m as Redis does (message, pmessage or
+// smessage; an array in RESP2, a push in RESP3) up to its payload: the
+// payload's bulk header ends it.
+func appendMessageHead(b []byte, m *pubsub.Message, resp3 bool) []byte {
 	switch m.Kind {
 	case pubsub.Pattern:
 		b = resp.AppendPushHeader(b, 4, resp3)
@@ -166,13 +175,17 @@ func appendMessage(b []byte, m *pubsub.Message, resp3 bool) []byte {
 		b = resp.AppendBulkString(b, "message")
 	}
 	b = resp.AppendBulkString(b, m.Channel)
-	return resp.AppendBulk(b, m.Payload)
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(m.Payload)), 10)
+	return append(b, '\r', '\n')
 }
 
-// pushesFirst frames the messages delivered so far as a local reply of
-// the running pipeline, before a (UN)SUBSCRIBE's confirmation: a message
+// pushesFirst places the messages delivered so far in the running
+// pipeline's replies, before a (UN)SUBSCRIBE's confirmation: a message
 // the hub delivered before the command ran comes before its reply, as on
-// one Redis.
+// one Redis. They stay taken, and shared, until finish frames them in
+// that place (a renderPushes slot), framed as the client's protocol is
+// now: a RESET later in the pipeline changes it for what follows.
 func (c *client) pushesFirst() {
 	lc := c.conn
 	if lc == nil {
@@ -181,8 +194,9 @@ func (c *client) pushesFirst() {
 	if lc.collectPushes() {
 		return // takePushes closes it
 	}
-	if len(lc.pushed) > 0 {
-		c.local(lc.framePushes)
+	if n := len(lc.pushed) - lc.reserved; n > 0 {
+		c.slots = append(c.slots, slot{kind: renderPushes, off: n, resp3: c.resp3})
+		lc.reserved += n
 	}
 }
 
@@ -191,7 +205,7 @@ func (c *client) pushesFirst() {
 // when it did.
 func (lc *clientConn) checkPushLimits() bool {
 	cfg := &lc.f.s.cfg
-	unwritten := int64(len(lc.out)-lc.outOff) + lc.pushedSize
+	unwritten := lc.unwritten() + lc.pushedSize
 	switch {
 	case unwritten > cfg.PubSubHardLimit:
 		lc.pushOverflow("client-output-buffer-limit pubsub hard limit")

@@ -3,14 +3,13 @@ package proxy
 import (
 	"cmp"
 	"slices"
-
-	"github.com/lockproxy/lockproxy/proxy/pubsub"
 )
 
-// Pub/sub messages taken for subscribers and not yet framed (pushes.go)
-// share their payload between every subscriber of the channel, so they
-// are not charged to each connection (kept.go): a broadcast would count
-// once per subscriber. Each subscriber holds at most the pubsub hard
+// Pub/sub messages taken for subscribers and not yet framed (pushes.go),
+// and the large payloads framed but not yet written (splice.go), share
+// their payload between every subscriber of the channel, so they are not
+// charged to each connection (kept.go): a broadcast would count once per
+// subscriber. Each subscriber holds at most the pubsub hard
 // limit, but subscribers of distinct channels add up: 40 that never read,
 // each sent 12 messages of 1 MB on its own channel, took lockproxy to
 // 924 MB. So the front counts each payload once, however many
@@ -31,30 +30,33 @@ type sharedPushes struct {
 	bytes int64
 }
 
-func (s *sharedPushes) hold(m *pubsub.Message) {
-	if len(m.Payload) == 0 {
+// hold counts one more holder of the payload p (a whole Message.Payload).
+func (s *sharedPushes) hold(p []byte) {
+	if len(p) == 0 {
 		return
 	}
 	if s.refs == nil {
 		s.refs = map[payloadKey]int32{}
 	}
-	k := payloadKey{&m.Payload[0], len(m.Payload)}
+	k := payloadKey{&p[0], len(p)}
 	if s.refs[k] == 0 {
-		s.bytes += int64(len(m.Payload))
+		s.bytes += int64(len(p))
 	}
 	s.refs[k]++
 }
 
-func (s *sharedPushes) drop(m *pubsub.Message) {
-	if len(m.Payload) == 0 {
+// drop counts one holder of p less: its bytes are given back with the
+// last.
+func (s *sharedPushes) drop(p []byte) {
+	if len(p) == 0 {
 		return
 	}
-	k := payloadKey{&m.Payload[0], len(m.Payload)}
+	k := payloadKey{&p[0], len(p)}
 	switch n := s.refs[k]; n {
 	case 0:
 	case 1:
 		delete(s.refs, k)
-		s.bytes -= int64(len(m.Payload))
+		s.bytes -= int64(len(p))
 	default:
 		s.refs[k] = n - 1
 	}
@@ -63,9 +65,29 @@ func (s *sharedPushes) drop(m *pubsub.Message) {
 // dropPushed forgets the connection's taken messages (it closes).
 func (lc *clientConn) dropPushed() {
 	for i := range lc.pushed {
-		lc.f.shared.drop(&lc.pushed[i])
+		lc.f.shared.drop(lc.pushed[i].Payload)
 	}
-	lc.pushed, lc.pushedSize = nil, 0
+	lc.pushed, lc.pushedSize, lc.reserved = nil, 0, 0
+}
+
+// holdsShared reports whether the connection holds shared payloads.
+func (lc *clientConn) holdsShared() bool {
+	return len(lc.pushed) > 0 || len(lc.splices) > 0 || len(lc.lent) > 0
+}
+
+// sharedHeld calls f with each shared payload the connection holds, once
+// per hold: taken and not framed, framed and not written, lent to its
+// writer.
+func (lc *clientConn) sharedHeld(f func(p []byte)) {
+	for i := range lc.pushed {
+		f(lc.pushed[i].Payload)
+	}
+	for i := range lc.splices {
+		f(lc.splices[i].p)
+	}
+	for _, p := range lc.lent {
+		f(p)
+	}
 }
 
 // checkShared closes subscribers while the messages all subscribers hold
@@ -91,15 +113,15 @@ func (f *front) checkShared() {
 	}
 	var subs []sub
 	for lc := range f.conns {
-		if lc.pushedSize > 0 && !lc.closed {
-			subs = append(subs, sub{lc, f.shared.freed(lc.pushed)})
+		if lc.holdsShared() && !lc.closed {
+			subs = append(subs, sub{lc, f.shared.freed(lc.sharedHeld)})
 		}
 	}
 	slices.SortFunc(subs, func(a, b sub) int {
 		if c := cmp.Compare(b.freed, a.freed); c != 0 {
 			return c
 		}
-		return cmp.Compare(b.lc.pushedSize, a.lc.pushedSize)
+		return cmp.Compare(b.lc.pushedSize+b.lc.splicedSize, a.lc.pushedSize+a.lc.splicedSize)
 	})
 	for _, v := range subs {
 		if f.shared.bytes <= limit {
@@ -109,16 +131,16 @@ func (f *front) checkShared() {
 	}
 }
 
-// freed is what dropping msgs, one subscriber's, gives back: the payloads
-// that no other subscriber holds (one subscriber holds a payload twice
-// when it matches a channel and a pattern).
-func (s *sharedPushes) freed(msgs []pubsub.Message) int64 {
+// freed is what dropping one subscriber's payloads (each gives them to
+// f) gives back: the payloads that no other subscriber holds (one
+// subscriber holds a payload twice when it matches a channel and a
+// pattern).
+func (s *sharedPushes) freed(each func(f func(p []byte))) int64 {
 	var n int64
-	var mine map[payloadKey]int32 // payloads held more than once, by how many of msgs
-	for i := range msgs {
-		p := msgs[i].Payload
+	var mine map[payloadKey]int32 // payloads held more than once, by how many of its holds
+	each(func(p []byte) {
 		if len(p) == 0 {
-			continue
+			return
 		}
 		k := payloadKey{&p[0], len(p)}
 		switch refs := s.refs[k]; {
@@ -130,7 +152,7 @@ func (s *sharedPushes) freed(msgs []pubsub.Message) int64 {
 			}
 			mine[k]++
 		}
-	}
+	})
 	for k, held := range mine {
 		if s.refs[k] == held {
 			n += int64(k.n)

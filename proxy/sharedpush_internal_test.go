@@ -17,22 +17,31 @@ func TestSharedPushesFreed(t *testing.T) {
 	b := []pubsub.Message{{Payload: fan}}
 	for _, msgs := range [][]pubsub.Message{a, b} {
 		for i := range msgs {
-			s.hold(&msgs[i])
+			s.hold(msgs[i].Payload)
 		}
 	}
 	if want := int64(len(own) + len(both) + len(fan)); s.bytes != want {
 		t.Fatalf("held %d bytes, want %d (each payload once)", s.bytes, want)
 	}
-	if got, want := s.freed(a), int64(len(own)+len(both)); got != want {
+	if got, want := s.freed(payloads(a)), int64(len(own)+len(both)); got != want {
 		t.Errorf("closing a frees %d, want %d: its own payloads, not the broadcast b holds too", got, want)
 	}
-	if got := s.freed(b); got != 0 {
+	if got := s.freed(payloads(b)); got != 0 {
 		t.Errorf("closing b frees %d, want 0: a holds the broadcast too", got)
 	}
 	for i := range a {
-		s.drop(&a[i])
+		s.drop(a[i].Payload)
 	}
-	if got, want := s.freed(b), int64(len(fan)); got != want || s.bytes != want {
+	if got, want := s.freed(payloads(b)), int64(len(fan)); got != want || s.bytes != want {
 		t.Errorf("with a gone, closing b frees %d and %d bytes are held, want %d", got, s.bytes, want)
+	}
+}
+
+// payloads gives freed the payloads of msgs.
+func payloads(msgs []pubsub.Message) func(func([]byte)) {
+	return func(f func([]byte)) {
+		for i := range msgs {
+			f(msgs[i].Payload)
+		}
 	}
 }

@@ -29,9 +29,14 @@ type transport interface {
 	// reader is what the guard fills from: it answers syscall.EAGAIN when
 	// nothing is there now, (0, nil) at the end of the stream.
 	reader() io.Reader
-	// write writes what it can of p now; syscall.EAGAIN (with the count
-	// written) when the rest must wait for the connection to be writable.
-	write(p []byte) (int, error)
+	// write writes what it can of segs, in order, now; syscall.EAGAIN
+	// (with the count written) when the rest must wait for the connection
+	// to be writable. The segments at even indices are the connection's
+	// output buffer, which changes once write returns: a transport that
+	// keeps them copies them. Those at odd indices are pub/sub payloads
+	// shared with other subscribers (splice.go), read only: a transport
+	// keeps them without a copy until they are written.
+	write(segs [][]byte) (int, error)
 	// want sets what the connection waits for: evloop.Readable, Writable.
 	want(events uint32) error
 	// inFlight reports whether bytes that write took are not written yet
@@ -61,10 +66,16 @@ func newFDTransport(loop *evloop.Loop, fd int) *fdTransport {
 	return &fdTransport{loop: loop, fd: fd, rd: fdReader(fd)}
 }
 
-func (t *fdTransport) reader() io.Reader           { return t.rd }
-func (t *fdTransport) write(p []byte) (int, error) { return evloop.Write(t.fd, p) }
-func (t *fdTransport) inFlight() bool              { return false } // in the kernel's buffer
-func (t *fdTransport) held() int                   { return 0 }
+func (t *fdTransport) reader() io.Reader { return t.rd }
+func (t *fdTransport) inFlight() bool    { return false } // in the kernel's buffer
+func (t *fdTransport) held() int         { return 0 }
+
+func (t *fdTransport) write(segs [][]byte) (int, error) {
+	if len(segs) == 1 {
+		return evloop.Write(t.fd, segs[0])
+	}
+	return evloop.Writev(t.fd, segs)
+}
 
 func (t *fdTransport) want(events uint32) error {
 	if events == t.events {
@@ -97,7 +108,7 @@ type streamTransport struct {
 	writeT func() time.Time
 
 	readMore  chan struct{} // cap 1: the loop wants the next chunk
-	writeNext chan []byte   // cap 1: a batch for the writer
+	writeNext chan [][]byte // cap 1: a batch for the writer
 	final     chan []byte   // cap 1: close, after the batch handed over and this
 	quit      chan struct{} // closed with the connection: the reader stops
 	closeOnce sync.Once
@@ -107,7 +118,7 @@ type streamTransport struct {
 	rerr    error  // the read's error, once chunk is taken
 	reading bool   // a read is asked for or under way
 	writing bool   // the writer holds a batch
-	holding int    // of that many bytes
+	holding int    // of that many bytes copied (shared payloads are not)
 	again   bool   // a read of the left-over chunk is posted
 	werr    error  // the writer's error
 
@@ -119,7 +130,7 @@ const streamChunk = 16 << 10
 // newStreamTransport serves nc for c; writeBy gives each write's deadline.
 func newStreamTransport(loop *evloop.Loop, nc net.Conn, writeBy func() time.Time) *streamTransport {
 	return &streamTransport{loop: loop, conn: nc, writeT: writeBy,
-		readMore: make(chan struct{}, 1), writeNext: make(chan []byte, 1), final: make(chan []byte, 1), quit: make(chan struct{})}
+		readMore: make(chan struct{}, 1), writeNext: make(chan [][]byte, 1), final: make(chan []byte, 1), quit: make(chan struct{})}
 }
 
 // start runs the goroutines; c must be registered on the loop.
@@ -182,21 +193,23 @@ func (t *streamTransport) writeLoop() {
 	}
 }
 
-// writeAll writes b in pieces, each with a fresh deadline: like a socket on
-// the loop, a client that reads slowly but steadily is not cut off by the
-// write timeout, whatever the size of its replies; one that reads nothing
-// for that long is.
-func (t *streamTransport) writeAll(b []byte) error {
-	for len(b) > 0 {
-		n := min(len(b), writePiece)
-		t.conn.SetWriteDeadline(t.writeT())
-		if t.dropped.Load() { // after the deadline: dropWrites's comes later or is seen
-			return errWritesDropped
+// writeAll writes the batch's segments in pieces, each with a fresh
+// deadline: like a socket on the loop, a client that reads slowly but
+// steadily is not cut off by the write timeout, whatever the size of its
+// replies; one that reads nothing for that long is.
+func (t *streamTransport) writeAll(batch [][]byte) error {
+	for _, b := range batch {
+		for len(b) > 0 {
+			n := min(len(b), writePiece)
+			t.conn.SetWriteDeadline(t.writeT())
+			if t.dropped.Load() { // after the deadline: dropWrites's comes later or is seen
+				return errWritesDropped
+			}
+			if _, err := t.conn.Write(b[:n]); err != nil {
+				return err
+			}
+			b = b[n:]
 		}
-		if _, err := t.conn.Write(b[:n]); err != nil {
-			return err
-		}
-		b = b[n:]
 	}
 	return nil
 }
@@ -240,16 +253,35 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	return 0, t.rerr
 }
 
-func (t *streamTransport) write(p []byte) (int, error) {
+// write hands the writer the whole of segs: a copy of the connection's
+// own bytes, and the shared payloads as they are (the connection keeps
+// them counted until the writer is done: clientConn.lent).
+func (t *streamTransport) write(segs [][]byte) (int, error) {
 	switch {
 	case t.werr != nil:
 		return 0, t.werr
 	case t.writing:
 		return 0, syscall.EAGAIN
 	}
-	t.writing, t.holding = true, len(p)
-	t.writeNext <- append([]byte(nil), p...) // cap 1, and the writer took the last
-	return len(p), nil
+	batch := make([][]byte, 0, len(segs))
+	n, copied := 0, 0
+	for i, b := range segs {
+		if len(b) == 0 {
+			continue
+		}
+		if i%2 == 0 {
+			b = append([]byte(nil), b...)
+			copied += len(b)
+		}
+		batch = append(batch, b)
+		n += len(b)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	t.writing, t.holding = true, copied
+	t.writeNext <- batch // cap 1, and the writer took the last
+	return n, nil
 }
 
 func (t *streamTransport) inFlight() bool { return t.writing }

@@ -294,6 +294,44 @@ func Write(fd int, p []byte) (int, error) {
 	}
 }
 
+// WritevMax is how many buffers Writev writes with one call; the rest
+// wait for the next (IOV_MAX is 1024; a socket takes far less than that
+// many of a connection's pieces at once).
+const WritevMax = 64
+
+// Writev writes bufs, in order, with one writev(2) without the scheduler
+// (Write's rules): a short count means the socket buffer is full. Empty
+// buffers are skipped; past WritevMax non-empty ones, the rest are not
+// written by this call.
+func Writev(fd int, bufs [][]byte) (int, error) {
+	var iov [WritevMax]syscall.Iovec
+	n := 0
+	for _, b := range bufs {
+		if len(b) == 0 {
+			continue
+		}
+		if n == len(iov) {
+			break
+		}
+		iov[n].Base = &b[0]
+		iov[n].SetLen(len(b))
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	for {
+		w, _, errno := syscall.RawSyscall(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(n))
+		if errno == syscall.EINTR {
+			continue
+		}
+		if errno != 0 {
+			return 0, errno
+		}
+		return int(w), nil
+	}
+}
+
 // Detach takes the socket of a *net.TCPConn (or anything with SyscallConn)
 // for the loop: it returns a duplicate of its descriptor, non-blocking, and
 // closes conn (the socket stays open through the duplicate). The caller

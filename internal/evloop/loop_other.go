@@ -145,6 +145,11 @@ func (l *Loop) survive() {
 
 func Read(fd int, p []byte) (int, error)  { return 0, ErrUnsupported }
 func Write(fd int, p []byte) (int, error) { return 0, ErrUnsupported }
+
+// WritevMax is Writev's bound on buffers per call (loop_linux.go).
+const WritevMax = 64
+
+func Writev(fd int, bufs [][]byte) (int, error) { return 0, ErrUnsupported }
 func Detach(conn interface {
 	SyscallConn() (syscall.RawConn, error)
 	Close() error
