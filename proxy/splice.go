@@ -17,7 +17,8 @@ import "github.com/lockproxy/lockproxy/internal/evloop"
 // release message is a few bytes, for which a splice would cost more than
 // the copy (a writev entry, and over TLS a record of its own and the frame
 // around it in two more), while what small messages' copies hold is
-// bounded per connection by pushChunk, and charged to it.
+// bounded per connection (pushChunk framed at a time while it is idle,
+// the pubsub limits), and charged to it.
 
 // spliceMin is the smallest payload written from the shared slice.
 const spliceMin = 16 << 10
