@@ -492,3 +492,61 @@ func TestPublishAfterLastUnsubscribe(t *testing.T) {
 		t.Errorf("%d of 30 PUBLISH after the last subscriber left answered a receiver; one Redis answers 0", bad)
 	}
 }
+
+// TestPublishNoMasterRanIt: a PUBLISH no master answered (all paused past
+// node_timeout) reached no subscriber, this proxy's own included, since
+// the hub delivers what the masters publish; it answered this proxy's
+// subscriber count (1) all the same, where nothing is known to have run.
+// It now answers NOQUORUM, naming the masters. Control: with the masters
+// back, the same PUBLISH answers 1 and the message arrives.
+func TestPublishNoMasterRanIt(t *testing.T) {
+	masters := redisproc.ForTest(t, 3)
+	a := startHubFront(t, masters, "")
+	sub := a.respConn()
+	wait := 5 * time.Second
+	sub.send("SUBSCRIBE", "released")
+	sub.mustFrame(wait)
+	pub := a.respConn()
+	for _, m := range masters {
+		if err := m.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			for _, m := range masters {
+				m.Resume()
+			}
+		}
+	}
+	defer resume()
+	pub.send("PUBLISH", "released", "lock-1")
+	f := pub.mustFrame(wait)
+	if !strings.HasPrefix(f, "-NOQUORUM 0 of 3 masters answered") {
+		t.Fatalf("PUBLISH with every master paused answered %q, want -NOQUORUM 0 of 3 masters answered…", f)
+	}
+	resume()
+	// The paused masters may still run the first PUBLISH once resumed
+	// (it was written to their sockets): read it if it comes.
+	deadline := time.Now().Add(wait)
+	for {
+		pub.send("PUBLISH", "released", "lock-2")
+		if f := pub.mustFrame(wait); f == ":1\r\n" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("PUBLISH with the masters back answered %q, want :1", f)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		f := sub.mustFrame(wait)
+		if strings.Contains(f, "lock-2") {
+			break
+		}
+		if !strings.Contains(f, "lock-1") {
+			t.Fatalf("subscriber got %q, want the message lock-2", f)
+		}
+	}
+}

@@ -307,8 +307,12 @@ type publishSlot struct {
 
 // renderPublished is a PUBLISH's reply: the receivers over the masters.
 func (s *Server) renderPublished(out []byte, sl *slot) []byte {
-	if _, err := sl.req.Result(); err != nil {
+	rep, err := sl.req.Result()
+	if err != nil {
 		return resp.AppendError(out, errorText(err))
+	}
+	if rep.Type == resp.Error {
+		return resp.AppendError(out, string(rep.Str))
 	}
 	return resp.AppendInt(out, s.cfg.Hub.Receivers(sl.pub.kind, sl.pub.channel, sl.req.Replies(), sl.pub.own))
 }

@@ -46,7 +46,7 @@ func (r *Request) tryDecide(force bool) bool {
 		if !force {
 			return false
 		}
-		r.won = true
+		r.eachOutcome()
 	case AggCounter:
 		if !r.decideCounter(q, outstanding, force) {
 			return false
@@ -353,4 +353,34 @@ func (r *Request) noQuorum() *NoQuorumError {
 		}
 	}
 	return e
+}
+
+// eachOutcome decides an AggEach request (a client's PUBLISH, a repush):
+// done when at least one master answered an integer, so that its command
+// ran somewhere. Otherwise nothing is known to have run — a PUBLISH that
+// expired before any master got it reaches no subscriber, though this
+// proxy's subscribers would have been counted as receivers — so the
+// outcome is the error the masters answered (one Redis would answer it
+// too: an ACL's NOPERM, say), or NOQUORUM naming why each failed.
+func (r *Request) eachOutcome() {
+	var errRep resp.Reply
+	for i := 0; i < r.e.n; i++ {
+		if r.state[i] != replied {
+			continue
+		}
+		switch rep := r.replyAt(i); rep.Type {
+		case resp.Integer:
+			r.won = true
+			return
+		case resp.Error:
+			if errRep.Type == 0 {
+				errRep = rep
+			}
+		}
+	}
+	if errRep.Type != 0 {
+		r.reply = errRep
+		return
+	}
+	r.err = r.noQuorum()
 }

@@ -32,7 +32,8 @@ const (
 	// arrays with one integer per key (EXISTS, DEL).
 	AggKeys
 	// AggEach is no vote: every master's integer reply is kept, until all
-	// answered or the deadline (a client's PUBLISH: Replies).
+	// answered or the deadline (a client's PUBLISH: Replies); with no
+	// integer reply at all, the masters' error or NOQUORUM (eachOutcome).
 	AggEach
 	// AggCounter answers the maximum a quorum of counter voters holds,
 	// plus the increment, once written (counter.go); replies are [value,
