@@ -2,9 +2,6 @@ package quorum
 
 import (
 	"context"
-	"crypto/tls"
-	"fmt"
-	"net"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -31,11 +28,15 @@ import (
 // found it blank (a restart during the bootstrap, after other proxies had
 // checked it and granted locks on it): it is quarantined like any master
 // found without a marker.
-// It returns {master_now_ms, state, end_ms, start_ms, recorded_ms, repair}:
-// state "none" (peek only), "ok", "new" (quarantine just started) or
-// "quarantined"; recorded is the longest max_ttl recorded on this master;
-// repair the repair record ("" when none).
-const markerScript = `
+// KEYS[5] is SeenKey: what the last check saw of the master's process
+// (keyspaceScript); a master that lost or replaced keys by an operator's
+// command since is quarantined from now, as with ARGV[5].
+// It returns {master_now_ms, state, end_ms, start_ms, recorded_ms, repair,
+// cause}: state "none" (peek only), "ok", "new" (quarantine just started)
+// or "quarantined"; recorded is the longest max_ttl recorded on this
+// master; repair the repair record ("" when none); cause the command that
+// started the quarantine ("" when none or not one).
+const markerScript = keyspaceScript + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local L = tonumber(ARGV[1])
@@ -62,10 +63,12 @@ local function quarantine(s, e)
   redis.call('SET', KEYS[1], string.format('q:%d:%d', s, e))
   lost(s)
 end
+local cause, seen = '', nil
 local function out(state, e, s)
-  return {now, state, e, s, recorded, redis.call('GET', KEYS[3]) or ''}
+  return {now, state, e, s, recorded, redis.call('GET', KEYS[3]) or '', cause}
 end
 local v = redis.call('GET', KEYS[1])
+if write then cause, seen = keyspace_cause(v, ARGV[2] == 'bootstrap') end
 local start, till
 if v and string.sub(v, 1, 2) == 'q:' then
   local s, e = string.match(v, '^q:(%d+):(%d+)$')
@@ -83,12 +86,14 @@ elseif v and v ~= 'ok' then
     end
   end
 end
-if write and ARGV[5] == '1' then
+if write and (ARGV[5] == '1' or cause ~= '') then
   local e = now + L
   if till and till > e then e = till end
   quarantine(now, e)
+  redis.call('HSET', KEYS[5], unpack(seen))
   return out('new', e, now)
 end
+if seen then redis.call('HSET', KEYS[5], unpack(seen)) end
 if v == 'ok' then return out('ok', 0, 0) end
 if start and till then
   if start + L > till then
@@ -124,6 +129,7 @@ type markerReply struct {
 	now, end, start, recorded int64 // ms, master clock
 	state                     string
 	repair                    string // the repair record: "p:<start>" pending, "d:<start>" done, "" none
+	cause                     string // the operator's command that started the quarantine (keyspaceScript)
 }
 
 // checkMarker runs the marker script and applies its answer. A taint
@@ -156,7 +162,7 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 	if h := onMarker.Load(); h != nil {
 		(*h)(m.e, w.i, mode)
 	}
-	res, err := m.script.Exec(ctx, client, []string{MarkerKey, MaxTTLKey, RepairKey, m.bootKey},
+	res, err := m.script.Exec(ctx, client, []string{MarkerKey, MaxTTLKey, RepairKey, m.bootKey, SeenKey},
 		[]string{msArg(m.quarantineLen()), mode, strconv.FormatInt(m.ownTTL, 10), msArg(m.grace + recordSlack), taintArg, liftArg, msArg(bootNonceTTL)}).ToArray()
 	cancel()
 	received := time.Now()
@@ -300,6 +306,8 @@ func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration
 			switch {
 			case why == WhyEvicting:
 				msg = "master quarantined: it may have evicted lock keys (maxmemory-policy not noeviction); its votes do not count until the longest lock it may have lost has expired"
+			case rep.cause != "":
+				msg = keyspaceCauseMsg(rep.cause)
 			case rep.state == "new":
 				msg = "master quarantined: it carries no lockproxy marker, so it restarted without its data (or is new); its votes do not count until the longest lock it may have lost has expired"
 			}
@@ -332,63 +340,4 @@ func (m *monitor) relearn() {
 		}
 		w.mu.Unlock()
 	}
-}
-
-// The monitor's connection to a master: its rueidis client, and decoding
-// the marker script's answer.
-
-func (w *watch) newClient() (rueidis.Client, error) {
-	cfg := w.m.e.cfg
-	opt := rueidis.ClientOption{
-		InitAddress:       []string{w.addr},
-		ForceSingleClient: true, // even when the first dial fails: it redials on use
-		DisableCache:      true,
-		SelectDB:          MarkerDB,
-		ClientName:        "lockproxy-monitor",
-		Dialer:            net.Dialer{Timeout: checkTimeout, KeepAlive: 15 * time.Second},
-		ConnWriteTimeout:  checkTimeout,
-		BlockingPoolSize:  1,
-	}
-	opt.Username, opt.Password = cfg.MasterUsername, cfg.MasterPassword
-	if cfg.Dial != nil {
-		dial := cfg.Dial
-		opt.DialCtxFn = func(ctx context.Context, addr string, _ *net.Dialer, _ *tls.Config) (net.Conn, error) {
-			return dial(ctx, "tcp", addr)
-		}
-	}
-	c, err := rueidis.NewClient(opt)
-	if c == nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-func parseMarkerReply(res []rueidis.RedisMessage) (r markerReply, err error) {
-	if len(res) != 6 {
-		return r, fmt.Errorf("marker script: %d values, want 6", len(res))
-	}
-	if r.now, err = res[0].AsInt64(); err != nil {
-		return
-	}
-	if r.state, err = res[1].ToString(); err != nil {
-		return
-	}
-	if r.end, err = res[2].AsInt64(); err != nil {
-		return
-	}
-	if r.start, err = res[3].AsInt64(); err != nil {
-		return
-	}
-	if r.recorded, err = res[4].AsInt64(); err != nil {
-		return
-	}
-	r.repair, err = res[5].ToString()
-	return
-}
-
-func absDuration(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
 }

@@ -1,0 +1,93 @@
+package quorum
+
+// Keyspace loss without a restart. An operator's FLUSHDB, SWAPDB,
+// REPLICAOF (a full sync replaces every database with the primary's, whose
+// marker may say "ok") or FAILOVER empties or replaces a master's keys
+// while its process, and lockproxy's connections to it, live on: neither
+// the marker (database 1 survives a FLUSHDB of database 0, and comes back
+// "ok" from a lockproxy primary) nor a broken pipeline shows it. What does
+// is the master's own account of itself, read by the marker script in the
+// same atomic run (keyspaceScript): INFO commandstats counts every call of
+// those commands, INFO replication says whether it is or was a replica
+// since it started (role, master_replid2), INFO server names the process
+// (run_id). Each check compares them with what the last check recorded on
+// the master (SeenKey, database 1, so every proxy and a restarted one see
+// the same record) and records them again. A master that ran any of them
+// since, or is a replica, is quarantined from now for L, as one found
+// without a marker: a lock it lost was granted before the command, so it
+// has expired by the end. CONFIG RESETSTAT, which would hide the counts,
+// is itself counted (config|resetstat), and the count of TIME (every check
+// calls it) falling back shows a reset too.
+//
+// A record of another process (a restart that kept the data, an upgrade
+// from a lockproxy that kept none, or a record copied by a full sync) says
+// nothing about this one: the master is quarantined if this process ran
+// any of those commands or was a replica since it started, and not in
+// bootstrap mode (a new deployment, its masters often flushed before).
+//
+// What this cannot close: the master votes from the command until the
+// next check that starts after it (quorum.quarantine_check, 500ms by
+// default, plus one round trip; up to the record grace while checks fail),
+// as after a FLUSHALL. docs/operations.md says what operators must not do.
+
+import "strings"
+
+// SeenKey (database MarkerDB) records what the last check saw of the
+// master's process: its run_id, master_replid2, and the call counts of the
+// commands in keyspaceScript.
+const SeenKey = "lockproxy:seen"
+
+// keyspaceScript defines keyspace_cause(v, bootstrap), run by the marker
+// script with write access: it returns the command by which the master may
+// have lost or replaced keys since the last check ("" when none), and the
+// record of what it saw, for HSET into KEYS[5] (SeenKey) once any
+// quarantine it causes is written. v is the marker before this check.
+const keyspaceScript = `
+local watched = {'flushdb', 'flushall', 'swapdb', 'replicaof', 'slaveof', 'failover', 'debug', 'config|resetstat'}
+local function keyspace_cause(v, bootstrap)
+  local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+  local rep = redis.call('INFO', 'replication')
+  local role = string.match(rep, 'role:(%a+)') or ''
+  local replid2 = string.match(rep, 'master_replid2:(%x+)') or ''
+  local cs = redis.call('INFO', 'commandstats')
+  local function calls(c)
+    return tonumber(string.match(cs, 'cmdstat_' .. c .. ':calls=(%d+)')) or 0
+  end
+  local seen = {}
+  local flat = redis.call('HGETALL', KEYS[5])
+  for i = 1, #flat, 2 do seen[flat[i]] = flat[i + 1] end
+  local cause = ''
+  if role ~= 'master' then
+    cause = 'replicaof'
+  elseif seen.run == run then
+    if seen.replid2 ~= replid2 then cause = 'replicaof' end
+    for _, c in ipairs(watched) do
+      if cause == '' and tonumber(seen[c]) ~= calls(c) then cause = c end
+    end
+    if cause == '' and calls('time') <= (tonumber(seen.time) or 0) then cause = 'config|resetstat' end
+  elseif v and not bootstrap then
+    for _, c in ipairs(watched) do
+      if cause == '' and calls(c) > 0 then cause = c end
+    end
+    if cause == '' and not string.match(replid2, '^0+$') then cause = 'replicaof' end
+  end
+  local rec = {'run', run, 'replid2', replid2, 'time', calls('time')}
+  for _, c in ipairs(watched) do
+    rec[#rec + 1] = c
+    rec[#rec + 1] = calls(c)
+  end
+  return cause, rec
+end
+`
+
+// keyspaceCauseMsg is the warning for a master quarantined because of
+// cause, a command keyspaceScript watches.
+func keyspaceCauseMsg(cause string) string {
+	switch cause {
+	case "replicaof", "slaveof", "failover":
+		return "master quarantined: it is or was a replica since it started (REPLICAOF, SLAVEOF or FAILOVER ran on it), so its keys were replaced by another server's; its votes do not count until the longest lock it may have lost has expired. Do not replicate into lockproxy's masters"
+	case "config|resetstat":
+		return "master quarantined: CONFIG RESETSTAT ran on it, which hides whether FLUSHDB, SWAPDB or REPLICAOF ran too; its votes do not count until the longest lock it may have lost has expired. Do not reset the statistics of lockproxy's masters"
+	}
+	return "master quarantined: " + strings.ToUpper(cause) + " ran on it, so it may have lost lock keys without restarting; its votes do not count until the longest lock it may have lost has expired. Do not run FLUSHDB, FLUSHALL, SWAPDB or DEBUG on lockproxy's masters"
+}

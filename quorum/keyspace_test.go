@@ -1,0 +1,93 @@
+package quorum_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// A FLUSHDB of database 0 leaves the marker (database 1) "ok" and every
+// connection up. The master's own command counts, recorded on it by one
+// lockproxy's checks, tell a second lockproxy that starts afterwards (a
+// restart of the first, or another sharing the masters) that it lost its
+// keys: it is quarantined for max_ttl, then votes again, and the next
+// checks, which see no new FLUSHDB, leave it voting.
+func TestKeyspaceLossSharedAndAcrossProxyRestart(t *testing.T) {
+	t.Parallel()
+	masters := redisproc.ForTest(t, 3)
+	// A checks once at start, then not for an hour: it cannot be the
+	// one that notices.
+	a := startEngine(t, masters, bootstrap, func(c *quorum.Config) { c.QuarantineCheck = time.Hour })
+	poll(t, "A: all voting", func() bool { return allVoting(a) })
+	poll(t, "A's record on master 0", func() bool { return seen(t, masters[0]) != "0" })
+	if _, err := masters[0].Do("FLUSHDB"); err != nil {
+		t.Fatal(err)
+	}
+	flushed := time.Now()
+	if m := marker(t, masters[0]); m != "ok" {
+		t.Fatalf("marker on master 0 after FLUSHDB: %q, want ok (the sequence is the one the marker misses)", m)
+	}
+	b := startEngine(t, masters, bootstrap)
+	poll(t, "B: master 0 quarantined, 1 and 2 voting", func() bool {
+		v := voting(b)
+		return b.Masters()[0].Up && !v[0] && v[1] && v[2]
+	})
+	_, end, ok := quarantineOf(marker(t, masters[0]))
+	if !ok {
+		t.Fatalf("marker on master 0: %q, want a quarantine", marker(t, masters[0]))
+	}
+	if d := end.Sub(flushed); d < 1900*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("quarantine ends %v after the FLUSHDB, want about max_ttl (2s)", d)
+	}
+	if why := b.Masters()[0].QuarantineWhy; why != quorum.WhyRestarted {
+		t.Fatalf("B: master 0 quarantined for %v, want WhyRestarted", why)
+	}
+	a.Close()
+	poll(t, "B: quarantine over", func() bool { return allVoting(b) })
+	if time.Now().Before(end) {
+		t.Fatal("B lifted the quarantine before its end")
+	}
+	// Later checks see no new FLUSHDB: it stays voting.
+	time.Sleep(500 * time.Millisecond)
+	if !allVoting(b) {
+		t.Fatalf("B: %+v, want every master voting once the quarantine ended", b.Masters())
+	}
+}
+
+// Masters flushed before a new deployment starts (a common clean-up) are
+// not held back: bootstrap lets them vote at once. A master whose marker
+// says "ok" but that carries no record of an earlier check (an upgrade)
+// and ran FLUSHDB since it started is quarantined once.
+func TestKeyspaceFirstSight(t *testing.T) {
+	t.Parallel()
+	masters := redisproc.ForTest(t, 3)
+	for _, m := range masters {
+		if _, err := m.Do("FLUSHALL"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := startEngine(t, masters, bootstrap)
+	poll(t, "A: all voting on flushed new masters", func() bool { return allVoting(a) })
+	a.Close()
+	if _, err := masters[1].Do("EVAL", "redis.call('SELECT', ARGV[1]) return redis.call('DEL', KEYS[1])", "1", quorum.SeenKey, strconv.Itoa(quorum.MarkerDB)); err != nil {
+		t.Fatal(err)
+	}
+	b := startEngine(t, masters, bootstrap)
+	poll(t, "B: master 1 quarantined, 0 and 2 voting", func() bool {
+		v := voting(b)
+		return b.Masters()[1].Up && v[0] && !v[1] && v[2]
+	})
+}
+
+// seen reads how many fields the monitor's record (SeenKey) has on m.
+func seen(t *testing.T, m *redisproc.Server) string {
+	t.Helper()
+	v, err := m.Do("EVAL", "redis.call('SELECT', ARGV[1]) return redis.call('HLEN', KEYS[1])", "1", quorum.SeenKey, strconv.Itoa(quorum.MarkerDB))
+	if err != nil {
+		t.Fatalf("record on %s: %v", m.Addr, err)
+	}
+	return v
+}
