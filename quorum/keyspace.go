@@ -41,18 +41,31 @@ const SeenKey = "lockproxy:seen"
 // script with write access: it returns the command by which the master may
 // have lost or replaced keys since the last check ("" when none), and the
 // record of what it saw, for HSET into KEYS[5] (SeenKey) once any
-// quarantine it causes is written. v is the marker before this check.
+// quarantine it causes is written. v is the marker before this check. A
+// master that refuses INFO to scripts (a managed Redis) cannot be checked:
+// "noinfo", no record; lockproxy says so once (noInfo).
 const keyspaceScript = `
-local watched = {'flushdb', 'flushall', 'swapdb', 'replicaof', 'slaveof', 'failover', 'debug', 'config|resetstat'}
+local watched = {'flushdb', 'flushall', 'swapdb', 'replicaof', 'slaveof', 'failover', 'debug', 'config|resetstat', 'time'}
+-- field returns what follows name in an INFO answer, up to the line's end
+-- (plain find: patterns over the whole answer cost several times INFO).
+local function field(info, name)
+  local i = string.find(info, name, 1, true)
+  if not i then return '' end
+  return string.match(info, '^[^\r\n]*', i + #name)
+end
 local function keyspace_cause(v, bootstrap)
-  local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
-  local rep = redis.call('INFO', 'replication')
-  local role = string.match(rep, 'role:(%a+)') or ''
-  local replid2 = string.match(rep, 'master_replid2:(%x+)') or ''
-  local cs = redis.call('INFO', 'commandstats')
-  local function calls(c)
-    return tonumber(string.match(cs, 'cmdstat_' .. c .. ':calls=(%d+)')) or 0
+  local srv, rep, cs = redis.pcall('INFO', 'server'), redis.pcall('INFO', 'replication'), redis.pcall('INFO', 'commandstats')
+  if type(srv) ~= 'string' or type(rep) ~= 'string' or type(cs) ~= 'string' then
+    return 'noinfo', nil
   end
+  local run = field(srv, '\nrun_id:')
+  local role = field(rep, '\nrole:')
+  local replid2 = field(rep, '\nmaster_replid2:')
+  local cur = {}
+  for _, c in ipairs(watched) do
+    cur[c] = tonumber(string.match(field(cs, 'cmdstat_' .. c .. ':calls='), '^%d+')) or 0
+  end
+  local function calls(c) return cur[c] end
   local seen = {}
   local flat = redis.call('HGETALL', KEYS[5])
   for i = 1, #flat, 2 do seen[flat[i]] = flat[i + 1] end
@@ -62,16 +75,17 @@ local function keyspace_cause(v, bootstrap)
   elseif seen.run == run then
     if seen.replid2 ~= replid2 then cause = 'replicaof' end
     for _, c in ipairs(watched) do
-      if cause == '' and tonumber(seen[c]) ~= calls(c) then cause = c end
+      if cause == '' and c ~= 'time' and tonumber(seen[c]) ~= calls(c) then cause = c end
     end
+    -- Every check calls TIME: a count that did not grow was reset.
     if cause == '' and calls('time') <= (tonumber(seen.time) or 0) then cause = 'config|resetstat' end
   elseif v and not bootstrap then
     for _, c in ipairs(watched) do
-      if cause == '' and calls(c) > 0 then cause = c end
+      if cause == '' and c ~= 'time' and calls(c) > 0 then cause = c end
     end
     if cause == '' and not string.match(replid2, '^0+$') then cause = 'replicaof' end
   end
-  local rec = {'run', run, 'replid2', replid2, 'time', calls('time')}
+  local rec = {'run', run, 'replid2', replid2}
   for _, c in ipairs(watched) do
     rec[#rec + 1] = c
     rec[#rec + 1] = calls(c)
@@ -90,4 +104,16 @@ func keyspaceCauseMsg(cause string) string {
 		return "master quarantined: CONFIG RESETSTAT ran on it, which hides whether FLUSHDB, SWAPDB or REPLICAOF ran too; its votes do not count until the longest lock it may have lost has expired. Do not reset the statistics of lockproxy's masters"
 	}
 	return "master quarantined: " + strings.ToUpper(cause) + " ran on it, so it may have lost lock keys without restarting; its votes do not count until the longest lock it may have lost has expired. Do not run FLUSHDB, FLUSHALL, SWAPDB or DEBUG on lockproxy's masters"
+}
+
+// noInfo logs, once per master, that its INFO cannot be read by the
+// marker script, so a FLUSHDB, SWAPDB or REPLICAOF on it goes unnoticed.
+// w.mu is held.
+func (w *watch) noInfo() {
+	if w.infoRefused {
+		return
+	}
+	w.infoRefused = true
+	w.m.e.cfg.Logger.Warn("the master refuses INFO inside scripts: lockproxy cannot notice a FLUSHDB, SWAPDB or REPLICAOF on it, only a FLUSHALL or a restart; allow INFO (server, replication, commandstats) to lockproxy's user",
+		"master", w.addr)
 }

@@ -1,7 +1,11 @@
 package quorum_test
 
 import (
+	"bytes"
+	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,4 +94,46 @@ func seen(t *testing.T, m *redisproc.Server) string {
 		t.Fatalf("record on %s: %v", m.Addr, err)
 	}
 	return v
+}
+
+// A master whose ACL refuses INFO to lockproxy's user (as some managed
+// Redis do) is still checked for its marker and votes: lockproxy says once
+// that it cannot notice a FLUSHDB on it.
+func TestKeyspaceInfoRefused(t *testing.T) {
+	t.Parallel()
+	masters := redisproc.ForTest(t, 3)
+	for _, m := range masters {
+		if _, err := m.Do("ACL", "SETUSER", "lp", "on", ">pw", "~*", "&*", "+@all", "-info"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	e := startEngine(t, masters, bootstrap, func(c *quorum.Config) {
+		c.MasterUsername, c.MasterPassword = "lp", "pw"
+		c.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	})
+	poll(t, "all voting", func() bool { return allVoting(e) })
+	poll(t, "the warning for each master", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Count(logs.String(), "refuses INFO inside scripts") == 3
+	})
+	time.Sleep(300 * time.Millisecond) // more checks: said once per master
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "refuses INFO inside scripts"); n != 3 {
+		t.Fatalf("the warning logged %d times, want once per master:\n%s", n, logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
 }

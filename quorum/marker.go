@@ -35,7 +35,8 @@ import (
 // cause}: state "none" (peek only), "ok", "new" (quarantine just started)
 // or "quarantined"; recorded is the longest max_ttl recorded on this
 // master; repair the repair record ("" when none); cause the command that
-// started the quarantine ("" when none or not one).
+// started the quarantine ("" when none or not one; "noinfo" when INFO is
+// refused).
 const markerScript = keyspaceScript + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -86,7 +87,7 @@ elseif v and v ~= 'ok' then
     end
   end
 end
-if write and (ARGV[5] == '1' or cause ~= '') then
+if write and (ARGV[5] == '1' or (cause ~= '' and cause ~= 'noinfo')) then
   local e = now + L
   if till and till > e then e = till end
   quarantine(now, e)
@@ -179,6 +180,10 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 	l := m.quarantineLen() // may have grown since the script ran
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if rep.cause == "noinfo" {
+		w.noInfo()
+		rep.cause = ""
+	}
 	if mode != "peek" {
 		w.answered = started // its max_ttl records are read (liftable)
 	}

@@ -46,6 +46,11 @@ package quorum
 // after the reconnection answers. The checks run on a separate connection
 // (rueidis, one client per master).
 //
+// An operator's FLUSHDB, SWAPDB or REPLICAOF empties or replaces a
+// master's keys without a restart, leaving the marker "ok" and the
+// connections up: keyspace.go reads what the master reports of itself in
+// the same script, and quarantines it like a restarted one.
+//
 // Eviction. Every lock key has a TTL, so a master whose maxmemory-policy is
 // anything but noeviction may evict valid locks under memory pressure
 // (volatile-*), or the marker itself (allkeys-*). The monitor reads the
@@ -151,6 +156,7 @@ type watch struct {
 	policy          policyState
 	client          rueidis.Client // the checks' client, also the counters' repair's (repair.go)
 	repair          repairState
+	infoRefused     bool // its INFO refused to the marker script, said once (noInfo)
 }
 
 func newMonitor(e *Engine) *monitor {
