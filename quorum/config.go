@@ -56,7 +56,8 @@ type Config struct {
 	Bootstrap bool
 	// QuarantineCheck is how often each master's marker is checked (also
 	// checked at once on every reconnection). Default 500ms. Lower: a
-	// FLUSHALL on a master is noticed sooner; each check is one EVALSHA.
+	// FLUSHALL, FLUSHDB, SWAPDB or REPLICAOF on a master is noticed
+	// sooner (it votes until then); each check is one EVALSHA.
 	QuarantineCheck time.Duration
 	// SplitRetryJitter: an acquisition that lost its vote although some
 	// masters granted it (the vote split between concurrent attempts,

@@ -61,6 +61,8 @@ type quorumConfig struct {
 	// MasterTLS, when present (even empty), connects to the masters with TLS.
 	MasterTLS     *masterTLSConfig `toml:"master_tls"`
 	ProbeInterval duration         `toml:"probe_interval"`
+	// QuarantineCheck: quorum.Config QuarantineCheck.
+	QuarantineCheck duration `toml:"quarantine_check"`
 }
 
 // pubsubConfig is the [pubsub] table: the hub (proxy/pubsub) and the
@@ -135,10 +137,11 @@ func defaults() fileConfig {
 			OutputBufferHard: 32 << 20, OutputBufferSoft: 8 << 20, OutputBufferSoftSeconds: 60,
 		},
 		Quorum: quorumConfig{
-			Masters:       []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"},
-			NodeTimeout:   duration{50 * time.Millisecond},
-			MaxTTL:        duration{60 * time.Second},
-			ProbeInterval: duration{time.Second},
+			Masters:         []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"},
+			NodeTimeout:     duration{50 * time.Millisecond},
+			MaxTTL:          duration{60 * time.Second},
+			ProbeInterval:   duration{time.Second},
+			QuarantineCheck: duration{500 * time.Millisecond},
 		},
 	}
 }
@@ -283,6 +286,9 @@ func (c *fileConfig) check() error {
 	}
 	if d := c.DefaultTTL.Duration; d > 0 && quorum.Validity(d, 0, drift) <= 0 {
 		return fmt.Errorf("%s: default_ttl (%v) leaves no validity after the clock drift allowance (2ms + TTL × quorum.clock_drift_factor %g): a lock taken with it could never be granted", at("default_ttl"), d, drift)
+	}
+	if d := q.QuarantineCheck.Duration; d < 10*time.Millisecond || d > 5*time.Second {
+		return fmt.Errorf("%s: quorum.quarantine_check %v is outside [10ms, 5s]: it is how long a master that lost its keys without restarting (FLUSHDB, REPLICAOF) may still vote; the default is 500ms", at("quorum.quarantine_check"), d)
 	}
 	if q.QueueLimit < 0 {
 		return fmt.Errorf("%s: quorum.queue_limit %d is negative", at("quorum.queue_limit"), q.QueueLimit)

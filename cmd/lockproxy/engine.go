@@ -32,8 +32,9 @@ func engineConfig(cfg *fileConfig, loop *evloop.Loop, scripts *catalog.Catalog, 
 		OnMiss:         pm.OnMiss,
 		OnMasterState:  pm.OnMasterState,
 
-		Quarantine: q.Quarantine == nil || *q.Quarantine,
-		Bootstrap:  q.Bootstrap,
+		Quarantine:      q.Quarantine == nil || *q.Quarantine,
+		Bootstrap:       q.Bootstrap,
+		QuarantineCheck: q.QuarantineCheck.Duration,
 	}
 	if q.ClockDriftFactor != nil {
 		qcfg.DriftFactor = *q.ClockDriftFactor
