@@ -21,9 +21,13 @@ package quorum
 //
 // A record of another process (a restart that kept the data, an upgrade
 // from a lockproxy that kept none, or a record copied by a full sync) says
-// nothing about this one: the master is quarantined if this process ran
-// any of those commands or was a replica since it started, and not in
-// bootstrap mode (a new deployment, its masters often flushed before).
+// nothing about this one: the master is quarantined if this process was a
+// replica since it started (REPLICAOF, SLAVEOF or FAILOVER counted, or a
+// master_replid2), unless in bootstrap mode (a new deployment). Its other
+// counts are only recorded: they may be from before the first check of a
+// lockproxy that records them (an upgrade), and masters flushed once at
+// set-up, or whose statistics a monitoring tool resets, would all be
+// quarantined at once, for max_ttl, by the upgrade.
 //
 // What this cannot close: the master votes from the command until the
 // next check that starts after it (quorum.quarantine_check, 500ms by
@@ -80,8 +84,8 @@ local function keyspace_cause(v, bootstrap)
     -- Every check calls TIME: a count that did not grow was reset.
     if cause == '' and calls('time') <= (tonumber(seen.time) or 0) then cause = 'config|resetstat' end
   elseif v and not bootstrap then
-    for _, c in ipairs(watched) do
-      if cause == '' and c ~= 'time' and calls(c) > 0 then cause = c end
+    for _, c in ipairs({'replicaof', 'slaveof', 'failover'}) do
+      if cause == '' and calls(c) > 0 then cause = c end
     end
     if cause == '' and not string.match(replid2, '^0+$') then cause = 'replicaof' end
   end

@@ -63,8 +63,11 @@ func TestKeyspaceLossSharedAndAcrossProxyRestart(t *testing.T) {
 
 // Masters flushed before a new deployment starts (a common clean-up) are
 // not held back: bootstrap lets them vote at once. A master whose marker
-// says "ok" but that carries no record of an earlier check (an upgrade)
-// and ran FLUSHDB since it started is quarantined once.
+// says "ok" but that carries no record of an earlier check (an upgrade):
+// one that ran FLUSHALL before is not quarantined (an upgrade would
+// quarantine every master flushed at set-up at once); one that was a
+// replica since it started is (its keys, marker included, may be another
+// server's).
 func TestKeyspaceFirstSight(t *testing.T) {
 	t.Parallel()
 	masters := redisproc.ForTest(t, 3)
@@ -76,14 +79,28 @@ func TestKeyspaceFirstSight(t *testing.T) {
 	a := startEngine(t, masters, bootstrap)
 	poll(t, "A: all voting on flushed new masters", func() bool { return allVoting(a) })
 	a.Close()
-	if _, err := masters[1].Do("EVAL", "redis.call('SELECT', ARGV[1]) return redis.call('DEL', KEYS[1])", "1", quorum.SeenKey, strconv.Itoa(quorum.MarkerDB)); err != nil {
+	// Master 2 was a replica once; then the upgrade: no records.
+	host, port, _ := strings.Cut(masters[0].Addr, ":")
+	if _, err := masters[2].Do("REPLICAOF", host, port); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := masters[2].Do("REPLICAOF", "NO", "ONE"); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range masters {
+		if _, err := m.Do("EVAL", "redis.call('SELECT', ARGV[1]) redis.call('SET', KEYS[2], 'ok') return redis.call('DEL', KEYS[1])", "2", quorum.SeenKey, quorum.MarkerKey, strconv.Itoa(quorum.MarkerDB)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b := startEngine(t, masters, bootstrap)
-	poll(t, "B: master 1 quarantined, 0 and 2 voting", func() bool {
+	poll(t, "B: masters 0 and 1 voting, 2 quarantined", func() bool {
 		v := voting(b)
-		return b.Masters()[1].Up && v[0] && !v[1] && v[2]
+		return b.Masters()[2].Up && v[0] && v[1] && !v[2]
 	})
+	time.Sleep(300 * time.Millisecond)
+	if v := voting(b); !v[0] || !v[1] {
+		t.Fatalf("B: %+v, want masters 0 and 1 voting", b.Masters())
+	}
 }
 
 // seen reads how many fields the monitor's record (SeenKey) has on m.
