@@ -103,8 +103,9 @@ func TestKeyspaceLossWithoutRestartCannotDoubleGrant(t *testing.T) {
 			if got := c.onMasters("k")[0]; got != "(nil)" {
 				t.Fatalf("master 0 still holds A's lock (%q): the sequence lost nothing", got)
 			}
-			// Give the monitor (a check every 50ms) time to notice.
-			waitForOrNot(func() bool { return !c.engine.Masters()[0].Voting() }, time.Second)
+			// Give the monitor (a check every 50ms) time to quarantine it
+			// (a flush's push stops its votes at once, as unchecked).
+			waitForOrNot(func() bool { return c.engine.Masters()[0].QuarantineWhy == quorum.WhyRestarted }, 2*time.Second)
 			ok, err := c.client().SetNX(context.Background(), "k", "tokB", 10*time.Second).Result()
 			if ok {
 				t.Fatalf("B got k while A holds it (masters now: %v): master 0 voted with A's key gone", c.onMasters("k"))

@@ -29,12 +29,30 @@ package quorum
 // set-up, or whose statistics a monitoring tool resets, would all be
 // quarantined at once, for max_ttl, by the upgrade.
 //
-// What this cannot close: the master votes from the command until the
-// next check that starts after it (quorum.quarantine_check, 500ms by
-// default, plus one round trip; up to the record grace while checks fail),
-// as after a FLUSHALL. docs/operations.md says what operators must not do.
+// The flush watch shortens the wait for most of them: a connection with
+// CLIENT TRACKING on (OPTIN: no key is tracked), on which the master
+// pushes a null invalidation the moment a FLUSHDB or FLUSHALL of any
+// database runs, or a full sync empties it. Its votes then stop counting
+// at once, as after a reconnection, until a check that starts after the
+// push answers (and quarantines it). The push travels on its own
+// connection, not in order with the votes: a vote the master answered
+// after the flush can still reach lockproxy first, for about a network
+// round trip.
+//
+// What this cannot close: without the push (SWAPDB, REPLICAOF NO ONE,
+// DEBUG, a flush while the watch's connection was down), the master votes
+// from the command until the next check that starts after it
+// (quorum.quarantine_check, 500ms by default, plus one round trip; up to
+// the record grace while checks fail). docs/operations.md says what
+// operators must not do.
 
-import "strings"
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
 
 // SeenKey (database MarkerDB) records what the last check saw of the
 // master's process: its run_id, master_replid2, and the call counts of the
@@ -120,4 +138,66 @@ func (w *watch) noInfo() {
 	w.infoRefused = true
 	w.m.e.cfg.Logger.Warn("the master refuses INFO inside scripts: lockproxy cannot notice a FLUSHDB, SWAPDB or REPLICAOF on it, only a FLUSHALL or a restart; allow INFO (server, replication, commandstats) to lockproxy's user",
 		"master", w.addr)
+}
+
+// newFlushWatch opens the flush watch (see above), or returns nil.
+func (w *watch) newFlushWatch() rueidis.Client {
+	opt := w.clientOption()
+	opt.ClientName = "lockproxy-flushwatch"
+	opt.DisableCache = false
+	opt.ClientTrackingOptions = []string{"OPTIN"}
+	opt.OnInvalidations = func(keys []rueidis.RedisMessage) {
+		if keys == nil { // a flush, not a key: OPTIN tracks none
+			w.flushed()
+		}
+	}
+	c, err := rueidis.NewClient(opt)
+	if c == nil {
+		w.m.e.cfg.Logger.Warn("cannot build the master's flush watch; a FLUSHDB or FLUSHALL on it is noticed at the next check instead",
+			"master", w.addr, "err", err)
+		return nil
+	}
+	return c
+}
+
+// flushed: the master pushed a flush. Its votes stop counting now, as
+// after a reconnection, until a check that starts after this answers; the
+// epoch makes a check already in flight ask again.
+func (w *watch) flushed() {
+	l := w.m.quarantineLen()
+	w.mu.Lock()
+	w.state, w.since = unverified, time.Now()
+	w.epoch++
+	w.m.e.setQuarantine(w.i, time.Now().Add(l), WhyUnverified)
+	w.m.e.bar(w.i, barEnding)
+	w.mu.Unlock()
+	w.poke()
+}
+
+// keepFlushWatch sends a PING on the flush watch, so that rueidis redials
+// it when it broke (it dials on use), without holding up the checks.
+func (w *watch) keepFlushWatch(c rueidis.Client) {
+	if c == nil || !w.flushPing.CompareAndSwap(false, true) {
+		return
+	}
+	w.m.wg.Add(1)
+	go func() {
+		defer w.m.wg.Done()
+		defer w.flushPing.Store(false)
+		ctx, cancel := context.WithTimeout(w.m.ctx, checkTimeout)
+		err := c.Do(ctx, c.B().Ping().Build()).Error()
+		cancel()
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		w.mu.Lock()
+		changed := msg != w.flushErr
+		w.flushErr = msg
+		w.mu.Unlock()
+		if changed && err != nil && w.m.ctx.Err() == nil {
+			w.m.e.cfg.Logger.Info("the master's flush watch (CLIENT TRACKING) is not connected; a FLUSHDB or FLUSHALL on it is noticed at the next check instead; retrying",
+				"master", w.addr, "err", err)
+		}
+	}()
 }

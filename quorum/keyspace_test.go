@@ -154,3 +154,31 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+// A FLUSHDB is pushed to the monitor (CLIENT TRACKING): the master stops
+// voting at once, not at the next check (an hour away here), and is then
+// quarantined for it.
+func TestKeyspaceFlushPushed(t *testing.T) {
+	t.Parallel()
+	masters := redisproc.ForTest(t, 3)
+	e := startEngine(t, masters, bootstrap, func(c *quorum.Config) { c.QuarantineCheck = time.Hour })
+	poll(t, "all voting", func() bool { return allVoting(e) })
+	for _, cmd := range [][]string{{"FLUSHDB"}, {"FLUSHALL"}} {
+		i := map[string]int{"FLUSHDB": 0, "FLUSHALL": 1}[cmd[0]]
+		if _, err := masters[i].Do(cmd...); err != nil {
+			t.Fatal(err)
+		}
+		flushed := time.Now()
+		for e.Masters()[i].Voting() {
+			if time.Since(flushed) > time.Second {
+				t.Fatalf("%s: master %d still voting 1s after it (the next check is an hour away)", cmd[0], i)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		t.Logf("%s: master %d stopped voting %v after it", cmd[0], i, time.Since(flushed))
+		poll(t, "quarantined for it", func() bool {
+			m := e.Masters()[i]
+			return m.QuarantineWhy == quorum.WhyRestarted && m.QuarantinedUntil.Sub(flushed) > 1900*time.Millisecond
+		})
+	}
+}

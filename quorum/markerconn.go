@@ -14,6 +14,16 @@ import (
 // the marker script's answer.
 
 func (w *watch) newClient() (rueidis.Client, error) {
+	c, err := rueidis.NewClient(w.clientOption())
+	if c == nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// clientOption is the monitor's connection to the master: database
+// MarkerDB, no client-side cache.
+func (w *watch) clientOption() rueidis.ClientOption {
 	cfg := w.m.e.cfg
 	opt := rueidis.ClientOption{
 		InitAddress:       []string{w.addr},
@@ -32,11 +42,7 @@ func (w *watch) newClient() (rueidis.Client, error) {
 			return dial(ctx, "tcp", addr)
 		}
 	}
-	c, err := rueidis.NewClient(opt)
-	if c == nil {
-		return nil, err
-	}
-	return c, nil
+	return opt
 }
 
 func parseMarkerReply(res []rueidis.RedisMessage) (r markerReply, err error) {

@@ -69,6 +69,7 @@ import (
 	"encoding/hex"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -137,7 +138,7 @@ type watch struct {
 	kick chan struct{} // cap 1: check now
 
 	mu       sync.Mutex // protects the fields below
-	epoch    uint64     // pipeline connections so far
+	epoch    uint64     // pipeline connections and pushed flushes so far (flushed)
 	state    int
 	until    time.Time // quarantined: end on the local clock
 	start    time.Time // quarantined: start on the local clock
@@ -156,7 +157,9 @@ type watch struct {
 	policy          policyState
 	client          rueidis.Client // the checks' client, also the counters' repair's (repair.go)
 	repair          repairState
-	infoRefused     bool // its INFO refused to the marker script, said once (noInfo)
+	infoRefused     bool        // its INFO refused to the marker script, said once (noInfo)
+	flushPing       atomic.Bool // a keepFlushWatch PING is in flight
+	flushErr        string      // the flush watch's last error, logged once
 }
 
 func newMonitor(e *Engine) *monitor {
@@ -274,6 +277,12 @@ func (w *watch) run() {
 		return
 	}
 	defer client.Close()
+	var flush rueidis.Client
+	if w.m.markers {
+		if flush = w.newFlushWatch(); flush != nil {
+			defer flush.Close()
+		}
+	}
 	w.mu.Lock()
 	w.client = client
 	w.mu.Unlock()
@@ -291,6 +300,7 @@ func (w *watch) run() {
 		w.staleness() // checks that hang count too
 		w.mu.Unlock()
 		next := w.check(client)
+		w.keepFlushWatch(flush)
 		timer.Reset(next)
 	}
 }
