@@ -55,9 +55,10 @@ type Config struct {
 	// at once instead of quarantining them for MaxTTL. Default false.
 	Bootstrap bool
 	// QuarantineCheck is how often each master's marker is checked (also
-	// checked at once on every reconnection). Default 500ms. Lower: a
-	// FLUSHALL, FLUSHDB, SWAPDB or REPLICAOF on a master is noticed
-	// sooner (it votes until then); each check is one EVALSHA.
+	// checked at once on every reconnection, and on a flush the master
+	// pushes). Default 500ms. Lower: a SWAPDB, REPLICAOF NO ONE or DEBUG
+	// on a master is noticed sooner (it votes until then); each check is
+	// one EVALSHA.
 	QuarantineCheck time.Duration
 	// SplitRetryJitter: an acquisition that lost its vote although some
 	// masters granted it (the vote split between concurrent attempts,

@@ -288,7 +288,7 @@ func (c *fileConfig) check() error {
 		return fmt.Errorf("%s: default_ttl (%v) leaves no validity after the clock drift allowance (2ms + TTL × quorum.clock_drift_factor %g): a lock taken with it could never be granted", at("default_ttl"), d, drift)
 	}
 	if d := q.QuarantineCheck.Duration; d < 10*time.Millisecond || d > 5*time.Second {
-		return fmt.Errorf("%s: quorum.quarantine_check %v is outside [10ms, 5s]: it is how long a master that lost its keys without restarting (FLUSHDB, REPLICAOF) may still vote; the default is 500ms", at("quorum.quarantine_check"), d)
+		return fmt.Errorf("%s: quorum.quarantine_check %v is outside [10ms, 5s]: it is how long a master that lost its keys without restarting (SWAPDB, REPLICAOF NO ONE) may still vote; the default is 500ms", at("quorum.quarantine_check"), d)
 	}
 	if q.QueueLimit < 0 {
 		return fmt.Errorf("%s: quorum.queue_limit %d is negative", at("quorum.queue_limit"), q.QueueLimit)

@@ -84,7 +84,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "negative query buffer", toml: "client_query_buffer_limit = -9223372036854775808\n" + masters, line: 1,
 			want: []string{"client_query_buffer_limit -9223372036854775808 must exceed proto_max_bulk_len"}},
 		{name: "quarantine check too long", toml: masters + "quarantine_check = \"1m\"\n", line: 3,
-			want: []string{"quorum.quarantine_check 1m0s is outside [10ms, 5s]", "FLUSHDB"}},
+			want: []string{"quorum.quarantine_check 1m0s is outside [10ms, 5s]", "SWAPDB"}},
 		{name: "quarantine check zero", toml: masters + "quarantine_check = \"0s\"\n", line: 3,
 			want: []string{"quorum.quarantine_check 0s is outside [10ms, 5s]"}},
 		{name: "drift factor", toml: masters + "clock_drift_factor = 0.7\n", line: 3,
