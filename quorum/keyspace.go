@@ -29,7 +29,7 @@ package quorum
 // set-up, or whose statistics a monitoring tool resets, would all be
 // quarantined at once, for max_ttl, by the upgrade.
 //
-// The flush watch shortens the wait for most of them: a connection with
+// The flush watch shortens the wait for flushes: a connection with
 // CLIENT TRACKING on (OPTIN: no key is tracked), on which the master
 // pushes a null invalidation the moment a FLUSHDB or FLUSHALL of any
 // database runs, or a full sync empties it. Its votes then stop counting
