@@ -36,8 +36,8 @@ package quorum
 // at once, as after a reconnection, until a check that starts after the
 // push answers (and quarantines it). The push travels on its own
 // connection, not in order with the votes: a vote the master answered
-// after the flush can still reach lockproxy first, for about a network
-// round trip.
+// after the flush can still reach lockproxy first, while the push is read
+// and applied (docs/operations.md has the race measured).
 //
 // What this cannot close: without the push (SWAPDB, REPLICAOF NO ONE,
 // DEBUG, a flush while the watch's connection was down), the master votes
