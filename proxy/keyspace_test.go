@@ -18,8 +18,8 @@ import (
 // survive, so only what the master reports about itself (INFO
 // commandstats, replication, run_id) tells lockproxy it may have lost lock
 // keys. Each case: A holds k on exactly a bare majority (masters 0-2), the
-// operator's command runs on
-// master 0, then B must not get k while A holds it.
+// operator's command runs on master 0, then B must not get k while A
+// holds it.
 
 // keyspaceOps are the operator sequences, run on master 0; other is
 // master 3, a lockproxy master that never held A's lock.
@@ -73,6 +73,7 @@ func replicate(t *testing.T, m, primary *redisproc.Server) {
 	}
 }
 
+// do runs a command on m, which must not fail.
 func do(t *testing.T, m *redisproc.Server, args ...string) string {
 	t.Helper()
 	out, err := m.Do(args...)
