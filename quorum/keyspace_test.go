@@ -182,3 +182,33 @@ func TestKeyspaceFlushPushed(t *testing.T) {
 		})
 	}
 }
+
+// A master that restarts with its data (appendfsync always) is a new
+// process whose record is the old one's: with no sign that it was a
+// replica, its marker "ok" stands and it votes again at its first check,
+// as before lockproxy read INFO.
+func TestKeyspacePersistentRestartVotes(t *testing.T) {
+	t.Parallel()
+	m0, err := redisproc.Start(redisproc.Options{Dir: t.TempDir(), ExtraArgs: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m0.Stop() })
+	masters := append([]*redisproc.Server{m0}, redisproc.ForTest(t, 2)...)
+	e := startEngine(t, masters, bootstrap, func(c *quorum.Config) { c.MaxTTL = 20 * time.Second })
+	poll(t, "all voting", func() bool { return allVoting(e) })
+	poll(t, "the record on master 0", func() bool { return seen(t, m0) != "0" })
+	if err := m0.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if m := marker(t, m0); m != "ok" {
+		t.Fatalf("marker after a restart with appendfsync always: %q, want ok (the test needs the data kept)", m)
+	}
+	restarted := time.Now()
+	for !allVoting(e) {
+		if time.Since(restarted) > 5*time.Second {
+			t.Fatalf("master 0 not voting 5s after a restart that kept its data (max_ttl 20s): %+v", e.Masters()[0])
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
