@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -261,6 +262,7 @@ type recycleWatch struct {
 	mu                 sync.Mutex
 	made, recycledN    int
 	recycledRegistered int
+	coldUnmarked       int // recycled with r.cold written but coldDirty unset
 }
 
 func watchRecycling(t *testing.T, e *Engine) *recycleWatch {
@@ -274,7 +276,20 @@ func watchRecycling(t *testing.T, e *Engine) *recycleWatch {
 					rw.mu.Unlock()
 				}
 			}
+			if s != &e.slots.multi {
+				return // multiHashes is under the multi slot's lock
+			}
+			if _, ok := e.slots.multiHashes[r]; ok {
+				rw.mu.Lock()
+				rw.recycledRegistered++
+				rw.mu.Unlock()
+			}
 		})
+		if r.cold != nil && !r.coldDirty && !reflect.ValueOf(*r.cold).IsZero() {
+			rw.mu.Lock()
+			rw.coldUnmarked++ // the next command would inherit it
+			rw.mu.Unlock()
+		}
 		if r.e != nil { // the engine's own children are pooled too
 			rw.mu.Lock()
 			rw.recycledN++
@@ -314,10 +329,19 @@ func (rw *recycleWatch) check(t *testing.T, ms []stepper) {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	if rw.recycledRegistered > 0 {
-		t.Fatalf("%d requests recycled while registered", rw.recycledRegistered)
+		t.Fatalf("%d requests recycled while registered (or their keys' hashes kept)", rw.recycledRegistered)
+	}
+	if rw.coldUnmarked > 0 {
+		t.Fatalf("%d requests recycled with r.cold written but not marked to be cleared", rw.coldUnmarked)
 	}
 	waiting := 0
 	eachSlot(e, func(s *keySlot) { waiting += len(s.waiting) })
+	e.slots.multi.mu.Lock()
+	hashes := len(e.slots.multiHashes)
+	e.slots.multi.mu.Unlock()
+	if n := hashes; n != 0 {
+		t.Fatalf("%d multi-key requests' hashes kept after every master answered", n)
+	}
 	sent, lost, unconf := e.UndoStats()
 	t.Logf("created %d pooled acquisitions, %d pooled requests recycled (children included), retries %d; undos sent %d lost %d unconfirmed %d; nmulti %d", rw.made, rw.recycledN, e.Retries(), sent, lost, unconf, e.slots.nmulti.Load())
 	if waiting != 0 || e.slots.nmulti.Load() != 0 {
