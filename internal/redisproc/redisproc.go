@@ -57,14 +57,32 @@ var (
 // installHint is the command that gives a Debian machine redis-server.
 const installHint = "apt-get install -y redis-server redis-tools"
 
-// Binary returns the path of the redis-server executable: the one on PATH,
-// else /usr/bin/redis-server.
+// EnvBinary names the environment variable that picks the redis-server
+// binary the tests, benchmarks and make run start, for running them
+// against another version of the masters (a Redis 7.4 or Valkey 8 built
+// from source: docs/compat.md). Its value is a path, or a name looked up
+// on PATH.
+const EnvBinary = "LOCKPROXY_REDIS_SERVER"
+
+// Binary returns the path of the redis-server executable: the one
+// LOCKPROXY_REDIS_SERVER names when it is set, else the one on PATH, else
+// /usr/bin/redis-server.
 func Binary() (string, error) {
-	return findBinary("/usr/bin/redis-server")
+	return findBinary(os.Getenv(EnvBinary), "/usr/bin/redis-server")
 }
 
-// findBinary is Binary with the fallback path as a parameter, for tests.
-func findBinary(fallback string) (string, error) {
+// findBinary is Binary with the variable's value and the fallback path as
+// parameters, for tests. A variable naming no executable is an error, not a
+// fall back to the default: a run meant for one version must not pass on
+// another.
+func findBinary(env, fallback string) (string, error) {
+	if env != "" {
+		p, err := exec.LookPath(env)
+		if err != nil {
+			return "", fmt.Errorf("redisproc: %s=%q names no executable redis-server (%v); give the path of a built one, e.g. redis/src/redis-server", EnvBinary, env, err)
+		}
+		return filepath.Abs(p)
+	}
 	if p, err := exec.LookPath("redis-server"); err == nil {
 		return filepath.Abs(p)
 	}

@@ -22,9 +22,27 @@ func TestBinary(t *testing.T) {
 
 func TestBinaryMissing(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	_, err := findBinary(filepath.Join(t.TempDir(), "redis-server"))
+	_, err := findBinary("", filepath.Join(t.TempDir(), "redis-server"))
 	if err == nil || !strings.Contains(err.Error(), installHint) {
 		t.Fatalf("findBinary error = %v, want one that says %q", err, installHint)
+	}
+}
+
+// TestBinaryFromEnv: LOCKPROXY_REDIS_SERVER wins over PATH, and one naming
+// nothing runnable fails rather than falling back to another version.
+func TestBinaryFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "my-redis-server")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := findBinary(bin, "/usr/bin/redis-server"); err != nil || got != bin {
+		t.Fatalf("findBinary(%q) = %q, %v; want that path", bin, got, err)
+	}
+	missing := filepath.Join(dir, "nothing-here")
+	_, err := findBinary(missing, "/usr/bin/redis-server")
+	if err == nil || !strings.Contains(err.Error(), EnvBinary) {
+		t.Fatalf("findBinary(%q) error = %v, want one naming %s", missing, err, EnvBinary)
 	}
 }
 
