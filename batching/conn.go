@@ -17,7 +17,8 @@ import (
 // This file is the life of one connection: dial and Init, then one writer
 // and one reader until either fails.
 
-// connect dials, authenticates and runs the Init commands synchronously.
+// connect dials, authenticates, reads the server's version when
+// CheckVersion asks for it, and runs the Init commands, synchronously.
 func (p *Pipeline) connect() (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.opt.DialTimeout)
 	defer cancel()
@@ -25,16 +26,12 @@ func (p *Pipeline) connect() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	hs := resp.AppendAuth(nil, p.opt.Username, p.opt.Password)
-	auth := len(hs) > 0
-	for _, c := range p.opt.Init {
-		hs = append(hs, c...)
-	}
-	if len(hs) == 0 {
+	auth := resp.AppendAuth(nil, p.opt.Username, p.opt.Password)
+	if len(auth) == 0 && p.opt.CheckVersion == nil && len(p.opt.Init) == 0 {
 		return conn, nil
 	}
 	conn.SetDeadline(time.Now().Add(p.opt.DialTimeout))
-	if err := p.handshake(conn, hs, auth); err != nil {
+	if err := p.setUp(conn, auth); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -42,19 +39,83 @@ func (p *Pipeline) connect() (net.Conn, error) {
 	return conn, nil
 }
 
-// handshake writes hs (AUTH when auth is set, then the Init commands) and
-// reads one reply per command; an error reply fails it, naming the
-// command but never the credentials.
-func (p *Pipeline) handshake(conn net.Conn, hs []byte, auth bool) error {
+// infoServer is the command a connection's version is read with.
+var infoServer = resp.AppendCommandString(nil, "INFO", "server")
+
+// setUp sends AUTH (when auth is not empty) and INFO server (when
+// CheckVersion is set) and checks their replies, then the Init commands: a
+// master whose version is refused is sent nothing else, no script loaded.
+// Without CheckVersion, AUTH and Init go in one write. An error reply
+// fails it, naming the command but never the credentials.
+func (p *Pipeline) setUp(conn net.Conn, auth []byte) error {
+	var cmds [][]byte
+	if len(auth) > 0 {
+		cmds = append(cmds, auth)
+	}
+	nAuth := len(cmds)
+	if p.opt.CheckVersion != nil {
+		cmds = append(cmds, infoServer)
+		if err := exchange(conn, cmds, func(i int, r resp.Reply) error {
+			if i < nAuth {
+				return authReply(r)
+			}
+			return p.checkVersion(r)
+		}); err != nil {
+			return err
+		}
+		cmds, nAuth = nil, 0
+	}
+	return exchange(conn, append(cmds, p.opt.Init...), func(i int, r resp.Reply) error {
+		switch {
+		case i < nAuth:
+			return authReply(r)
+		case r.Type == resp.Error:
+			return fmt.Errorf("init command %q failed: %s", firstWords(p.opt.Init[i-nAuth]), r.Str)
+		}
+		return nil
+	})
+}
+
+// authReply is AUTH's failure, if r is one.
+func authReply(r resp.Reply) error {
+	if r.Type == resp.Error {
+		return fmt.Errorf("AUTH failed: %s", r.Str)
+	}
+	return nil
+}
+
+// checkVersion reads INFO server's reply r, records the version and asks
+// CheckVersion whether this master may be used.
+func (p *Pipeline) checkVersion(r resp.Reply) error {
+	if r.Type == resp.Error {
+		return fmt.Errorf("INFO server failed: %s (lockproxy reads each master's version with it; the master user needs +info)", r.Str)
+	}
+	if r.Type != resp.Bulk && r.Type != resp.Verbatim {
+		return fmt.Errorf("INFO server answered a reply of type %q, not its text", r.Type)
+	}
+	v, err := ParseServerInfo(string(r.Str))
+	if err != nil {
+		return err
+	}
+	p.version.Store(&v)
+	return p.opt.CheckVersion(p.opt.Index, v)
+}
+
+// exchange writes cmds in one go and reads one reply per command, handing
+// each to check in order; check's first error ends it.
+func exchange(conn net.Conn, cmds [][]byte, check func(i int, r resp.Reply) error) error {
+	if len(cmds) == 0 {
+		return nil
+	}
+	var hs []byte
+	for _, c := range cmds {
+		hs = append(hs, c...)
+	}
 	if _, err := conn.Write(hs); err != nil {
 		return refusal(conn, err)
 	}
-	n := len(p.opt.Init)
-	if auth {
-		n++
-	}
 	rb := make([]byte, 0, 4096)
-	for i := 0; i < n; {
+	for i := 0; i < len(cmds); {
 		r, used, err := resp.Parse(rb)
 		if err == resp.ErrIncomplete {
 			if len(rb) == cap(rb) {
@@ -70,12 +131,8 @@ func (p *Pipeline) handshake(conn net.Conn, hs []byte, auth bool) error {
 		if err != nil {
 			return err
 		}
-		if r.Type == resp.Error {
-			if auth && i == 0 {
-				return fmt.Errorf("AUTH failed: %s", r.Str)
-			}
-			init := p.opt.Init[i-(n-len(p.opt.Init))] // past the AUTH, if any
-			return fmt.Errorf("init command %q failed: %s", firstWords(init), r.Str)
+		if err := check(i, r); err != nil {
+			return err
 		}
 		rb = rb[used:]
 		i++

@@ -106,6 +106,12 @@ type Options struct {
 	// attempt. They are sent again after a NOSCRIPT reply, so that
 	// scripts flushed on the master are loaded again.
 	Init [][]byte
+	// CheckVersion, when set, is asked on every new connection, after AUTH
+	// and before Init, with the version the master reported in INFO
+	// server: an error refuses the connection (the master counts as down,
+	// and is redialled with back-off, so an upgrade in place is picked
+	// up). Nil: the version is not read.
+	CheckVersion func(index int, v ServerVersion) error
 	// OnState is told when the connection goes up or down (err says why).
 	OnState func(index int, up bool, err error)
 	// OnBatch is told the size of each write, for metrics.
@@ -139,6 +145,10 @@ type Pipeline struct {
 	// Submit refuses from then on (up is cleared once run() has logged it),
 	// so once a waiter heard the error the master counts as down.
 	broken bool
+
+	// version is what the last connection's INFO server said (nil: not
+	// read yet, or CheckVersion unset).
+	version atomic.Pointer[ServerVersion]
 
 	inflight fifo // written, awaiting replies; own lock
 	// completing counts ops taken off inflight whose Completer has not
@@ -183,6 +193,17 @@ func New(opt Options) *Pipeline {
 
 // Addr is the master's address.
 func (p *Pipeline) Addr() string { return p.opt.Addr }
+
+// Version is the master's version as its last connection read it (the
+// zero ServerVersion: not read yet, or Options.CheckVersion unset). It is
+// kept while the master is down: the version that was refused, or the last
+// one that served.
+func (p *Pipeline) Version() ServerVersion {
+	if v := p.version.Load(); v != nil {
+		return *v
+	}
+	return ServerVersion{}
+}
 
 // Up reports whether the master is connected, and otherwise why not.
 func (p *Pipeline) Up() (bool, error) {
@@ -321,7 +342,11 @@ func (p *Pipeline) setState(up bool, err error) {
 	changed := p.up != up
 	p.mu.Unlock()
 	if up && changed {
-		p.opt.Logger.Info("master connected", "master", p.opt.Addr)
+		if v := p.version.Load(); v != nil {
+			p.opt.Logger.Info("master connected", "master", p.opt.Addr, "server", v.String())
+		} else {
+			p.opt.Logger.Info("master connected", "master", p.opt.Addr)
+		}
 		if p.opt.OnState != nil {
 			p.opt.OnState(p.opt.Index, true, nil)
 		}

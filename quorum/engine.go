@@ -49,10 +49,13 @@ type Engine struct {
 	barred     []atomic.Uint32          // bar flags, per master: votes that do not count whatever the quarantine
 	policies   []atomic.Pointer[string] // maxmemory-policy last read, for the bar's message
 	checkErrs  []atomic.Pointer[string] // the last failed check's error, for the stale bar's message
-	qmon       *monitor
-	timers     *deadlines   // decides requests whose masters missed the deadline
-	undos      atomic.Int64 // undo commands sent
-	lost       atomic.Int64 // undo commands that could not be queued
+	// refusedVersion[i]: the version master i was last refused for
+	// (version.go), so that each is logged once; nil: none.
+	refusedVersion []atomic.Pointer[string]
+	qmon           *monitor
+	timers         *deadlines   // decides requests whose masters missed the deadline
+	undos          atomic.Int64 // undo commands sent
+	lost           atomic.Int64 // undo commands that could not be queued
 	// unconfirmed counts masters whose part of a failed acquisition is
 	// unknown for good (connection broken after sending): not undone.
 	unconfirmed atomic.Int64
@@ -95,6 +98,7 @@ func New(cfg Config) (*Engine, error) {
 	e.barred = make([]atomic.Uint32, e.n)
 	e.policies = make([]atomic.Pointer[string], e.n)
 	e.checkErrs = make([]atomic.Pointer[string], e.n)
+	e.refusedVersion = make([]atomic.Pointer[string], e.n)
 	e.keys.init()
 	e.slots.init(e.keys.seed)
 	bound := cfg.UnderstoodPerMaster
@@ -125,18 +129,19 @@ func New(cfg Config) (*Engine, error) {
 	})
 	for i, addr := range cfg.Masters {
 		e.pipes = append(e.pipes, batching.New(batching.Options{
-			Addr:       addr,
-			Index:      i,
-			QueueLimit: cfg.QueueLimit,
-			Dial:       cfg.Dial,
-			Username:   cfg.MasterUsername,
-			Password:   cfg.MasterPassword,
-			Init:       init,
-			OnState:    onState,
-			OnBatch:    cfg.OnBatch,
-			OnReply:    cfg.OnReply,
-			Loop:       e.loop,
-			Logger:     cfg.Logger,
+			Addr:         addr,
+			Index:        i,
+			QueueLimit:   cfg.QueueLimit,
+			Dial:         cfg.Dial,
+			Username:     cfg.MasterUsername,
+			Password:     cfg.MasterPassword,
+			Init:         init,
+			CheckVersion: e.checkVersion,
+			OnState:      onState,
+			OnBatch:      cfg.OnBatch,
+			OnReply:      cfg.OnReply,
+			Loop:         e.loop,
+			Logger:       cfg.Logger,
 		}))
 	}
 	e.qmon.start()
@@ -161,6 +166,9 @@ func (e *Engine) Masters() []MasterStatus {
 		up, err := p.Up()
 		q, f := p.Depth()
 		out[i] = MasterStatus{Addr: p.Addr(), Up: up, Err: err, Queued: q, Inflight: f}
+		if v, ok := p.(versioned); ok {
+			out[i].Server = v.Version()
+		}
 		out[i].QuarantinedUntil, _ = e.QuarantinedUntil(i)
 		if !out[i].QuarantinedUntil.IsZero() {
 			out[i].QuarantineWhy, _ = e.quarantineWhy(i)

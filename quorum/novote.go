@@ -2,6 +2,8 @@ package quorum
 
 import (
 	"time"
+
+	"github.com/lockproxy/lockproxy/batching"
 )
 
 // Masters whose votes do not count: quarantined (for a while, with a
@@ -37,11 +39,14 @@ const (
 
 // MasterStatus is one master's state, for INFO and metrics.
 type MasterStatus struct {
-	Addr             string
-	Up               bool
-	Err              error // why it is down
-	Queued           int
-	Inflight         int
+	Addr     string
+	Up       bool
+	Err      error // why it is down
+	Queued   int
+	Inflight int
+	// Server is the version its last connection reported (zero: none
+	// read yet); one lockproxy refused stays here, with Err saying so.
+	Server           batching.ServerVersion
 	QuarantinedUntil time.Time // zero: not quarantined
 	QuarantineWhy    Why       // set with QuarantinedUntil
 	// Excluded, when not empty, says why its votes do not count although

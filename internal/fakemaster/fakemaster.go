@@ -13,6 +13,8 @@
 //   - AUTH [user] pass against RequirePass, NOAUTH before it;
 //   - HELLO is an unknown command, so clients fall back to RESP2;
 //   - PING, SELECT, CLIENT …, CONFIG GET maxmemory-policy (noeviction);
+//   - INFO (any section) answers SetInfoServer's text, by default that of
+//     a Redis 7.0.15;
 //   - SCRIPT LOAD and EVAL remember the script, SCRIPT FLUSH and
 //     FlushScripts forget them all, and EVALSHA of a script it does not
 //     have is NOSCRIPT before any rule is looked at.
@@ -69,6 +71,7 @@ type Master struct {
 	news     chan struct{} // closed and replaced at each command received, for WaitFor
 	scripts  map[string]bool
 	user     string // RequirePass
+	info     string // INFO's answer (SetInfoServer)
 	pass     string
 	conns    map[net.Conn]bool
 	accepted int
@@ -83,7 +86,7 @@ func Start(t testing.TB) *Master {
 		t.Fatalf("fakemaster: %v", err)
 	}
 	m := &Master{ln: ln, quit: make(chan struct{}), news: make(chan struct{}),
-		scripts: map[string]bool{}, conns: map[net.Conn]bool{}}
+		scripts: map[string]bool{}, conns: map[net.Conn]bool{}, info: DefaultInfoServer}
 	m.wg.Add(1)
 	go m.accept()
 	t.Cleanup(m.Close)
@@ -115,6 +118,18 @@ func (m *Master) Close() {
 func (m *Master) RequirePass(user, pass string) {
 	m.mu.Lock()
 	m.user, m.pass = user, pass
+	m.mu.Unlock()
+}
+
+// DefaultInfoServer is what INFO answers until SetInfoServer: the version
+// fields of a Redis 7.0.15.
+const DefaultInfoServer = "# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n"
+
+// SetInfoServer sets INFO's answer, for example a Redis 6.2's or a Valkey's
+// version fields ("# Server\r\nredis_version:6.2.16\r\n").
+func (m *Master) SetInfoServer(text string) {
+	m.mu.Lock()
+	m.info = text
 	m.mu.Unlock()
 }
 
@@ -328,6 +343,8 @@ func (m *Master) builtin(cmd Command) resp.Reply {
 		return resp.Reply{Type: resp.Status, Str: []byte("PONG")}
 	case cmd.Is("SELECT"), cmd.Is("CLIENT"):
 		return resp.ReplyOK
+	case cmd.Is("INFO"):
+		return bulk(m.info)
 	case cmd.Is("CONFIG", "GET") && len(cmd.Args) == 3 && strings.EqualFold(cmd.Args[2], "maxmemory-policy"):
 		return resp.Reply{Type: resp.Array, Elems: []resp.Reply{bulk("maxmemory-policy"), bulk("noeviction")}}
 	case cmd.Is("SCRIPT") && len(cmd.Args) == 3 && strings.EqualFold(cmd.Args[1], "LOAD"):
