@@ -240,8 +240,12 @@ func infoQuorum(b *strings.Builder, src *Sources) {
 			counters = "pending" // lost its data; its counters not restored yet: no vote on them
 			pending++
 		}
-		fmt.Fprintf(b, "master%d:addr=%s,state=%s,latency_ms=%s,queued=%d,inflight=%d,quarantined_until=%s,why=%s,last_error_at=%s,last_error=%s,counters=%s\r\n",
-			i, m.Addr, stateNames[state], latency, m.Queued, m.Inflight, until, clean.Replace(why), errAt, clean.Replace(lastErr), counters)
+		// The master's own version (empty until its first connection read
+		// it); a refused one is down, last_error saying why.
+		v := m.Server
+		fmt.Fprintf(b, "master%d:addr=%s,state=%s,latency_ms=%s,queued=%d,inflight=%d,quarantined_until=%s,why=%s,last_error_at=%s,last_error=%s,counters=%s,server=%s,version=%s,redis_version=%s\r\n",
+			i, m.Addr, stateNames[state], latency, m.Queued, m.Inflight, until, clean.Replace(why), errAt, clean.Replace(lastErr), counters,
+			clean.Replace(v.Server), clean.Replace(v.Version), clean.Replace(v.Redis))
 	}
 	field(b, "masters_up", n[stateUp]+n[stateQuarantined]+n[stateExcluded])
 	field(b, "masters_down", n[stateDown])

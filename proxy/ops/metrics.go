@@ -12,7 +12,9 @@
 package ops
 
 import (
+	"fmt"
 	"io"
+	"strings"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/lockproxy/lockproxy/quorum"
@@ -264,7 +266,8 @@ func WritePrometheus(w io.Writer, src Sources) {
 	m.undoUnknown.Set(uint64(unknown))
 	m.splitRetries.Set(uint64(e.Retries()))
 	counting := 0
-	for i, st := range e.Masters() {
+	masters := e.Masters()
+	for i, st := range masters {
 		state := masterState(st)
 		if state == stateUp {
 			counting++
@@ -286,6 +289,28 @@ func WritePrometheus(w io.Writer, src Sources) {
 	}
 	m.available.Set(b2f(counting >= e.Q()))
 	m.set.WritePrometheus(w)
+	writeServerInfo(w, masters)
+}
+
+// writeServerInfo writes lockproxy_master_server_info, 1 for each master
+// whose version was read, its version in the labels: they change when a
+// master is upgraded, so the series are written at scrape, not registered.
+func writeServerInfo(w io.Writer, masters []quorum.MasterStatus) {
+	const name = "lockproxy_master_server_info"
+	var b []byte
+	for _, st := range masters {
+		v := st.Server
+		if v.Server == "" {
+			continue
+		}
+		if b == nil {
+			var meta strings.Builder
+			metrics.WriteMetadataIfNeeded(&meta, name, "gauge")
+			b = append(b, meta.String()...)
+		}
+		b = fmt.Appendf(b, "%s{master=%q,server=%q,version=%q,redis_version=%q} 1\n", name, st.Addr, v.Server, v.Version, v.Redis)
+	}
+	w.Write(b)
 }
 
 func b2f(b bool) float64 {
