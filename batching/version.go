@@ -64,14 +64,19 @@ func ParseServerInfo(info string) (ServerVersion, error) {
 			v.Server = "valkey"
 		}
 	}
+	// Each number is read up to its first non-digit: a build may carry a
+	// suffix ("7.4.0-rc1"), which must not refuse it.
 	parts := strings.SplitN(v.Redis, ".", 3)
 	nums := []*int{&v.Major, &v.Minor, &v.Patch}
 	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
+		end := 0
+		for end < len(p) && end < 9 && p[end] >= '0' && p[end] <= '9' {
+			end++
+		}
+		if end == 0 && i < 2 {
 			return v, fmt.Errorf("INFO server: redis_version %q is not major.minor.patch", v.Redis)
 		}
-		*nums[i] = n
+		*nums[i], _ = strconv.Atoi(p[:end])
 	}
 	if len(parts) < 2 {
 		return v, fmt.Errorf("INFO server: redis_version %q is not major.minor.patch", v.Redis)

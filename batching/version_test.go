@@ -31,6 +31,9 @@ func TestParseServerInfo(t *testing.T) {
 		{infoValkey72, "valkey 7.2.7 (redis_version 7.2.4)", 7, 2, 4, true},
 		{"redis_version:7.0.15\n", "redis 7.0.15", 7, 0, 15, true},
 		{"redis_version:255.255.255\r\n", "redis 255.255.255", 255, 255, 255, true}, // unstable branch
+		{"redis_version:7.9.224\r\n", "redis 7.9.224", 7, 9, 224, true},             // 8.0-m01
+		{"redis_version:7.4.0-rc1\r\n", "redis 7.4.0-rc1", 7, 4, 0, true},
+		{"redis_version:6.2\r\n", "redis 6.2", 6, 2, 0, false},
 	} {
 		v, err := ParseServerInfo(c.info)
 		if err != nil {
@@ -41,7 +44,7 @@ func TestParseServerInfo(t *testing.T) {
 			t.Errorf("%q: %+v (%s), AtLeast(7, 0) %v; want %s %d.%d.%d, %v", c.info, v, v, v.AtLeast(7, 0), c.str, c.major, c.minor, c.patch, c.at70)
 		}
 	}
-	for _, bad := range []string{"", "# Server\r\nredis_mode:standalone\r\n", "redis_version:seven\r\n", "redis_version:7\r\n"} {
+	for _, bad := range []string{"", "# Server\r\nredis_mode:standalone\r\n", "redis_version:seven\r\n", "redis_version:7\r\n", "redis_version:7.x\r\n"} {
 		if v, err := ParseServerInfo(bad); err == nil {
 			t.Errorf("%q parsed as %+v, want an error", bad, v)
 		}
