@@ -53,6 +53,13 @@ func noQuorumText(e *quorum.NoQuorumError) string {
 	var b strings.Builder
 	b.WriteString(errPrefixNoQuorum + " ")
 	b.WriteString(strconv.Itoa(e.Answered) + " of " + strconv.Itoa(e.N) + " masters answered, " + strconv.Itoa(e.Q) + " needed")
+	writeMisses(&b, e)
+	return b.String()
+}
+
+// writeMisses appends " (master a: why; …)" for each master whose reply
+// did not count, nothing when there is none.
+func writeMisses(b *strings.Builder, e *quorum.NoQuorumError) {
 	for i, m := range e.Masters {
 		if i == 0 {
 			b.WriteString(" (")
@@ -64,7 +71,6 @@ func noQuorumText(e *quorum.NoQuorumError) string {
 	if len(e.Masters) > 0 {
 		b.WriteString(")")
 	}
-	return b.String()
 }
 
 // missText says why one master's vote did not count.

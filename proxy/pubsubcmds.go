@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -308,6 +309,10 @@ type publishSlot struct {
 // renderPublished is a PUBLISH's reply: the receivers over the masters.
 func (s *Server) renderPublished(out []byte, sl *slot) []byte {
 	rep, err := sl.req.Result()
+	var nq *quorum.NoQuorumError
+	if errors.As(err, &nq) {
+		return resp.AppendError(out, publishedNowhereText(nq))
+	}
 	if err != nil {
 		return resp.AppendError(out, errorText(err))
 	}
@@ -315,6 +320,17 @@ func (s *Server) renderPublished(out []byte, sl *slot) []byte {
 		return resp.AppendError(out, string(rep.Str))
 	}
 	return resp.AppendInt(out, s.cfg.Hub.Receivers(sl.pub.kind, sl.pub.channel, sl.req.Replies(), sl.pub.own))
+}
+
+// publishedNowhereText is a PUBLISH's reply when no master answered it in
+// node_timeout: it was not refused, only not confirmed, and it is still
+// written to each master however late (so subscribers may get it), which a
+// client that retries must know.
+func publishedNowhereText(nq *quorum.NoQuorumError) string {
+	var b strings.Builder
+	b.WriteString(errPrefixNoQuorum + " none of " + strconv.Itoa(nq.N) + " masters confirmed the PUBLISH within node_timeout; it is still sent to each and may be delivered late, so retry only if a duplicate message is harmless")
+	writeMisses(&b, nq)
+	return b.String()
 }
 
 // cmdReset is Redis's RESET: the connection as new (unsubscribed, RESP2,

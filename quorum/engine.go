@@ -270,12 +270,16 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	r.deadline.Store(dl) // after inDispatch: an expiry now is finished by us
 	e.timers.push(r, dl)
 	opDeadline := dl
-	if r.kind == Release || (r.kind == Counter && r.agg == AggVote) {
+	if r.kind == Release || (r.kind == Counter && r.agg == AggVote) || r.agg == AggEach {
 		// A release still frees the key on a master that gets it after
 		// the vote was decided, instead of leaving it there until its
 		// TTL: it is written however late (queue_limit still bounds a
 		// stalled master's queue). A counter's write (only ever up)
-		// still brings a lagging master closer to the others.
+		// still brings a lagging master closer to the others. An AggEach
+		// command still does what it was sent for: a client's PUBLISH
+		// reaches the subscribers, as on one Redis (dropped unwritten it
+		// reached none, and a waiter slept through a release's message),
+		// a repush gives the list its element back.
 		opDeadline = 0
 	}
 	acquire := r.kind == Acquire || r.kind == AcquireOrExtend
