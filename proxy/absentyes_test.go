@@ -90,8 +90,13 @@ func TestOldRedissonUnlockAfterRestartQuarantine(t *testing.T) {
 	ctx := context.Background()
 	ops := oldRedissonOps(t, "unlockInner-2.2.4")
 	renew := redissonScript(t, "renewExpiration-2.6")
-	const tokA, lease = "uuidA:1", 1000
-	c, relays := startRelayed(t, 3, withQuarantine(2*time.Second))
+	// The lease only has to outlive the gaps between A's renewals, and
+	// the last one until the unlock (a cut to wait for); a 1s lease ran
+	// out on a loaded machine. It stays under max_ttl, the quarantine's
+	// length and the largest TTL a client may ask for.
+	const tokA, lease, maxTTL = "uuidA:1", 4000, 5 * time.Second
+	const every = 250 * time.Millisecond // A's renewals: as the watchdog, well within the lease
+	c, relays := startRelayed(t, 3, withQuarantine(maxTTL))
 	c.waitVoting(3)
 	a := c.client()
 	for range 2 {
@@ -99,23 +104,26 @@ func TestOldRedissonUnlockAfterRestartQuarantine(t *testing.T) {
 			t.Fatalf("A's lock: %v, want nil (granted)", err)
 		}
 	}
+	renewed := time.Now() // A's last grant or renewal
 	if err := c.masters[0].Restart(); err != nil {
 		t.Fatal(err)
 	}
-	// The watchdog renews every third of the lease while master 0 is
-	// seen restarted, quarantined (max_ttl, longer than the lease) and
-	// voting again.
-	deadline := time.Now().Add(15 * time.Second)
+	// The watchdog renews while master 0 is seen restarted, quarantined
+	// (max_ttl, longer than the lease) and voting again.
+	deadline := time.Now().Add(maxTTL + 15*time.Second)
 	renewUntil := func(done func() bool, what string) {
 		t.Helper()
 		for !done() {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 15s: %+v", what, c.engine.Masters())
+				t.Fatalf("%s: not within %v: %+v", what, maxTTL+15*time.Second, c.engine.Masters())
 			}
+			sent := time.Now()
 			if v, err := renew.Run(ctx, a, []string{ops.name}, lease, tokA).Int64(); err != nil || v != 1 {
-				t.Fatalf("A's renewal: %d %v", v, err)
+				t.Fatalf("A's renewal: %d %v (sent %v after the last one, whose lease is %dms)",
+					v, err, sent.Sub(renewed).Round(time.Millisecond), lease)
 			}
-			time.Sleep(lease / 3 * time.Millisecond)
+			renewed = sent // its lease runs from no earlier than this
+			time.Sleep(every)
 		}
 	}
 	renewUntil(func() bool { return c.voting() < 3 }, "master 0 quarantined")
@@ -124,13 +132,15 @@ func TestOldRedissonUnlockAfterRestartQuarantine(t *testing.T) {
 		t.Fatalf("master 0 has the lock after its restart (EXISTS %s): the scenario is wrong", got)
 	}
 	c.partition(relays, 2)
+	sent := time.Now()
 	v, err := ops.unlock.Run(ctx, a, []string{ops.name, "redisson_lock__channel:{" + ops.name + "}"}, "0", lease, tokA).Int64()
 	if err != nil {
 		t.Fatalf("A's first of two unlocks: %v", err)
 	}
 	counts := ops.counts(c, tokA)
 	if held := count(counts, "1") + count(counts, "2"); held < 2 {
-		t.Fatalf("counts %q: the lock is not on a quorum, the scenario is wrong", counts)
+		t.Fatalf("counts %q: the lock is not on a quorum, the scenario is wrong (the unlock was sent %v after A's last renewal, whose lease is %dms)",
+			counts, sent.Sub(renewed).Round(time.Millisecond), lease)
 	}
 	if v != 0 {
 		t.Errorf("A's first of two unlocks answered %d while a quorum holds its lock (counts %q); one Redis 0", v, counts)
