@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/redisproc"
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -96,7 +98,11 @@ func TestOldRedissonUnlockAfterRestartQuarantine(t *testing.T) {
 	// length and the largest TTL a client may ask for.
 	const tokA, lease, maxTTL = "uuidA:1", 4000, 5 * time.Second
 	const every = 250 * time.Millisecond // A's renewals: as the watchdog, well within the lease
-	c, relays := startRelayed(t, 3, withQuarantine(maxTTL))
+	// startRelayed's 100ms node_timeout, which none of this depends on
+	// (a cut closes the relay's connections: the master is seen down at
+	// once), left every master unanswered on a loaded machine: NOQUORUM.
+	slowOK := func(_ *proxy.Config, qc *quorum.Config) { qc.NodeTimeout = 2 * time.Second }
+	c, relays := startRelayed(t, 3, withQuarantine(maxTTL), slowOK)
 	c.waitVoting(3)
 	a := c.client()
 	for range 2 {
