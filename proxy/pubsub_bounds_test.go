@@ -13,6 +13,7 @@ import (
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestSlowSubscriberDisconnected: a subscriber that does not read is
@@ -282,7 +283,7 @@ func TestSubscribersShareUnreadMessages(t *testing.T) {
 		}
 	}()
 	payload := func(i int) string { return strings.Repeat(string(rune('a'+i)), size) }
-	pub := b.client()
+	pub := b.client(func(o *redis.Options) { o.ReadTimeout = 30 * time.Second }) // as long as node_timeout
 	published := time.Now()
 	for i := 0; i < nmsg; i++ {
 		// Proxy a's hub is the one receiver each master counts.
