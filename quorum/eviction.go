@@ -17,6 +17,10 @@ type policyState struct {
 	// not written in the marker yet (the write can fail: OOM is when
 	// volatile-* evicts); the master stays barred until it is.
 	taintPending bool
+	// durable: the last read found appendonly yes, appendfsync always and
+	// no-appendfsync-on-rewrite no, so a restart of the master reloads
+	// every write it acknowledged (keyspaceScript); false when unknown.
+	durable bool
 }
 
 // checkPolicy reads the master's maxmemory-policy. A policy other than
@@ -24,9 +28,10 @@ type policyState struct {
 // follows once the policy is fixed (taint true: the marker script starts or
 // extends it). A master that refuses CONFIG GET (managed Redis) is said so
 // once and counts: lockproxy cannot check it. err is a failure to ask.
+// The same read says whether the master persists every write (durable).
 func (w *watch) checkPolicy(client rueidis.Client) (taint bool, err error) {
 	ctx, cancel := context.WithTimeout(w.m.ctx, checkTimeout)
-	res, err := client.Do(ctx, client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+	res, err := client.Do(ctx, client.B().ConfigGet().Parameter("maxmemory-policy", "appendonly", "appendfsync", "no-appendfsync-on-rewrite").Build()).AsStrMap()
 	cancel()
 	if re, isReply := rueidis.IsRedisErr(err); err != nil && isReply && refusesConfig(re.Error()) {
 		w.policyRefused(err)
@@ -45,6 +50,7 @@ func (w *watch) checkPolicy(client rueidis.Client) (taint bool, err error) {
 	taint = w.policy.taintPending
 	was := w.policy.policy
 	w.policy.policy, w.policy.refused = policy, false
+	w.policy.durable = res["appendonly"] == "yes" && res["appendfsync"] == "always" && res["no-appendfsync-on-rewrite"] == "no"
 	w.m.e.policies[w.i].Store(&policy)
 	log := w.m.e.cfg.Logger
 	if policy != "noeviction" {
@@ -95,6 +101,7 @@ func refusesConfig(msg string) bool {
 func (w *watch) policyRefused(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.policy.durable = false // unknown: a restart is quarantined
 	if !w.policy.taintPending {
 		w.m.e.unbar(w.i, barEvicting)
 	}
@@ -102,7 +109,7 @@ func (w *watch) policyRefused(err error) {
 		return
 	}
 	w.policy.refused = true
-	w.m.e.cfg.Logger.Warn("cannot read the master's maxmemory-policy (CONFIG GET refused, as managed Redis services do); lockproxy cannot check that it never evicts lock keys: make sure it runs with maxmemory-policy noeviction, or mutual exclusion can break",
+	w.m.e.cfg.Logger.Warn("cannot read the master's maxmemory-policy (CONFIG GET refused, as managed Redis services do); lockproxy cannot check that it never evicts lock keys: make sure it runs with maxmemory-policy noeviction, or mutual exclusion can break; nor whether it persists every write, so each restart of it that kept its marker is quarantined",
 		"master", w.addr, "err", err)
 }
 

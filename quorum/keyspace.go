@@ -19,15 +19,22 @@ package quorum
 // is itself counted (config|resetstat), and the count of TIME (every check
 // calls it) falling back shows a reset too.
 //
-// A record of another process (a restart that kept the data, an upgrade
-// from a lockproxy that kept none, or a record copied by a full sync) says
-// nothing about this one: the master is quarantined if this process was a
-// replica since it started (REPLICAOF, SLAVEOF or FAILOVER counted, or a
-// master_replid2), unless in bootstrap mode (a new deployment). Its other
-// counts are only recorded: they may be from before the first check of a
-// lockproxy that records them (an upgrade), and masters flushed once at
-// set-up, or whose statistics a monitoring tool resets, would all be
-// quarantined at once, for max_ttl, by the upgrade.
+// A record of another process, or none (an upgrade from a lockproxy that
+// kept none), says nothing about this one's counts: the master is
+// quarantined if this process was a replica since it started (REPLICAOF,
+// SLAVEOF or FAILOVER counted, or a master_replid2), unless in bootstrap
+// mode (a new deployment). A record of another process also means this
+// one restarted and loaded the data from disk (a full sync's copy shows
+// as a replica): an RDB snapshot, or an AOF fsynced every second, may
+// predate locks the old process granted, and such a master lost them as
+// an empty one did. It is quarantined unless the old process (its record)
+// and this one (CONFIG GET, policyState.durable) persist every write
+// before answering it: appendonly yes, appendfsync always,
+// no-appendfsync-on-rewrite no. The other counts are only recorded: they
+// may be from before the first check of a lockproxy that records them (an
+// upgrade), and masters flushed once at set-up, or whose statistics a
+// monitoring tool resets, would all be quarantined at once, for max_ttl,
+// by the upgrade.
 //
 // The flush watch shortens the wait for flushes: a connection with
 // CLIENT TRACKING on (OPTIN: no key is tracked), on which the master
@@ -106,8 +113,12 @@ local function keyspace_cause(v, bootstrap)
       if cause == '' and calls(c) > 0 then cause = c end
     end
     if cause == '' and not string.match(replid2, '^0+$') then cause = 'replicaof' end
+    -- A record of another process: this one restarted and loaded its data
+    -- from disk, which holds every write only if both processes persisted
+    -- each one before answering it.
+    if cause == '' and seen.run and not (seen.durable == '1' and ARGV[8] == '1') then cause = 'restart' end
   end
-  local rec = {'run', run, 'replid2', replid2}
+  local rec = {'run', run, 'replid2', replid2, 'durable', ARGV[8]}
   for _, c in ipairs(watched) do
     rec[#rec + 1] = c
     rec[#rec + 1] = calls(c)
@@ -122,6 +133,8 @@ func keyspaceCauseMsg(cause string) string {
 	switch cause {
 	case "replicaof", "slaveof", "failover":
 		return "master quarantined: it is or was a replica since it started (REPLICAOF, SLAVEOF or FAILOVER ran on it), so its keys were replaced by another server's; its votes do not count until the longest lock it may have lost has expired. Do not replicate into lockproxy's masters"
+	case "restart":
+		return "master quarantined: it restarted and reloaded its data from disk (an RDB snapshot, or an AOF without appendfsync always), which may be older than locks it granted; its votes do not count until the longest lock it may have lost has expired. Run masters without persistence, or with appendonly yes, appendfsync always and no-appendfsync-on-rewrite no"
 	case "config|resetstat":
 		return "master quarantined: CONFIG RESETSTAT ran on it, which hides whether FLUSHDB, SWAPDB or REPLICAOF ran too; its votes do not count until the longest lock it may have lost has expired. Do not reset the statistics of lockproxy's masters"
 	}

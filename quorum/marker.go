@@ -30,7 +30,10 @@ import (
 // found without a marker.
 // KEYS[5] is SeenKey: what the last check saw of the master's process
 // (keyspaceScript); a master that lost or replaced keys by an operator's
-// command since is quarantined from now, as with ARGV[5].
+// command since, or restarted from a copy of its data that may be older
+// than its last writes, is quarantined from now, as with ARGV[5]. ARGV[8]
+// is "1" when the check read that the master persists every write
+// (policyState.durable).
 // It returns {master_now_ms, state, end_ms, start_ms, recorded_ms, repair,
 // cause}: state "none" (peek only), "ok", "new" (quarantine just started)
 // or "quarantined"; recorded is the longest max_ttl recorded on this
@@ -149,6 +152,10 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 		}
 	}
 	since := w.since
+	durableArg := "0"
+	if w.policy.durable {
+		durableArg = "1"
+	}
 	w.mu.Unlock()
 	taintArg := "0"
 	if taint {
@@ -164,7 +171,7 @@ func (w *watch) checkMarker(client rueidis.Client, epoch uint64, taint bool, sta
 		(*h)(m.e, w.i, mode)
 	}
 	res, err := m.script.Exec(ctx, client, []string{MarkerKey, MaxTTLKey, RepairKey, m.bootKey, SeenKey},
-		[]string{msArg(m.quarantineLen()), mode, strconv.FormatInt(m.ownTTL, 10), msArg(m.grace + recordSlack), taintArg, liftArg, msArg(bootNonceTTL)}).ToArray()
+		[]string{msArg(m.quarantineLen()), mode, strconv.FormatInt(m.ownTTL, 10), msArg(m.grace + recordSlack), taintArg, liftArg, msArg(bootNonceTTL), durableArg}).ToArray()
 	cancel()
 	received := time.Now()
 	var rep markerReply
