@@ -13,12 +13,13 @@ import (
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
-// A FLUSHDB of database 0 leaves the marker (database 1) "ok" and every
-// connection up. The master's own command counts, recorded on it by one
-// lockproxy's checks, tell a second lockproxy that starts afterwards (a
-// restart of the first, or another sharing the masters) that it lost its
-// keys: it is quarantined for max_ttl, then votes again, and the next
-// checks, which see no new FLUSHDB, leave it voting.
+// A SWAPDB 0 5 empties database 0, leaves the marker (database 1) "ok" and
+// every connection up, and is not pushed (a FLUSHDB is: A's flush watch
+// would notice it itself). The master's own command counts, recorded on it
+// by one lockproxy's checks, tell a second lockproxy that starts afterwards
+// (a restart of the first, or another sharing the masters) that it lost
+// its keys: it is quarantined for max_ttl, then votes again, and the next
+// checks, which see no new SWAPDB, leave it voting.
 func TestKeyspaceLossSharedAndAcrossProxyRestart(t *testing.T) {
 	t.Parallel()
 	masters := redisproc.ForTest(t, 3)
@@ -27,24 +28,25 @@ func TestKeyspaceLossSharedAndAcrossProxyRestart(t *testing.T) {
 	a := startEngine(t, masters, bootstrap, func(c *quorum.Config) { c.QuarantineCheck = time.Hour })
 	poll(t, "A: all voting", func() bool { return allVoting(a) })
 	poll(t, "A's record on master 0", func() bool { return seen(t, masters[0]) != "0" })
-	if _, err := masters[0].Do("FLUSHDB"); err != nil {
+	if _, err := masters[0].Do("SWAPDB", "0", "5"); err != nil {
 		t.Fatal(err)
 	}
 	flushed := time.Now()
 	if m := marker(t, masters[0]); m != "ok" {
-		t.Fatalf("marker on master 0 after FLUSHDB: %q, want ok (the sequence is the one the marker misses)", m)
+		t.Fatalf("marker on master 0 after SWAPDB: %q, want ok (the sequence is the one the marker misses)", m)
 	}
 	b := startEngine(t, masters, bootstrap)
-	poll(t, "B: master 0 quarantined, 1 and 2 voting", func() bool {
+	// Not only not voting: unchecked masters do not vote either.
+	poll(t, "B: master 0 quarantined for the SWAPDB, 1 and 2 voting", func() bool {
 		v := voting(b)
-		return b.Masters()[0].Up && !v[0] && v[1] && v[2]
+		return b.Masters()[0].QuarantineWhy == quorum.WhyRestarted && !v[0] && v[1] && v[2]
 	})
 	_, end, ok := quarantineOf(marker(t, masters[0]))
 	if !ok {
 		t.Fatalf("marker on master 0: %q, want a quarantine", marker(t, masters[0]))
 	}
 	if d := end.Sub(flushed); d < 1900*time.Millisecond || d > 3*time.Second {
-		t.Fatalf("quarantine ends %v after the FLUSHDB, want about max_ttl (2s)", d)
+		t.Fatalf("quarantine ends %v after the SWAPDB, want about max_ttl (2s)", d)
 	}
 	if why := b.Masters()[0].QuarantineWhy; why != quorum.WhyRestarted {
 		t.Fatalf("B: master 0 quarantined for %v, want WhyRestarted", why)
@@ -54,7 +56,7 @@ func TestKeyspaceLossSharedAndAcrossProxyRestart(t *testing.T) {
 	if time.Now().Before(end) {
 		t.Fatal("B lifted the quarantine before its end")
 	}
-	// Later checks see no new FLUSHDB: it stays voting.
+	// Later checks see no new SWAPDB: it stays voting.
 	time.Sleep(500 * time.Millisecond)
 	if !allVoting(b) {
 		t.Fatalf("B: %+v, want every master voting once the quarantine ended", b.Masters())
