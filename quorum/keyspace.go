@@ -55,6 +55,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -187,10 +188,24 @@ func (w *watch) flushed() {
 	w.poke()
 }
 
+// flushBackoffMax bounds the pause between two dials of a flush watch the
+// master refuses.
+const flushBackoffMax = time.Minute
+
 // keepFlushWatch sends a PING on the flush watch, so that rueidis redials
-// it when it broke (it dials on use), without holding up the checks.
+// it when it broke (it dials on use), without holding up the checks. A
+// master that refuses the watch (CLIENT TRACKING or HELLO 3 denied by its
+// ACL, or not supported) is asked again after a pause that doubles up to
+// flushBackoffMax: redialled at every check, it took a connection, AUTH
+// and an ACL log entry per check, for nothing.
 func (w *watch) keepFlushWatch(c rueidis.Client) {
-	if c == nil || !w.flushPing.CompareAndSwap(false, true) {
+	if c == nil {
+		return
+	}
+	w.mu.Lock()
+	wait := time.Now().Before(w.flushRetry)
+	w.mu.Unlock()
+	if wait || !w.flushPing.CompareAndSwap(false, true) {
 		return
 	}
 	w.m.wg.Add(1)
@@ -204,11 +219,23 @@ func (w *watch) keepFlushWatch(c rueidis.Client) {
 		if err != nil {
 			msg = err.Error()
 		}
+		refused := errors.Is(err, rueidis.ErrNoCache)
 		w.mu.Lock()
 		changed := msg != w.flushErr
 		w.flushErr = msg
+		if refused {
+			w.flushBackoff = min(max(2*w.flushBackoff, time.Second), flushBackoffMax)
+			w.flushRetry = time.Now().Add(w.flushBackoff)
+		} else {
+			w.flushBackoff, w.flushRetry = 0, time.Time{}
+		}
 		w.mu.Unlock()
-		if changed && err != nil && w.m.ctx.Err() == nil {
+		switch {
+		case !changed || err == nil || w.m.ctx.Err() != nil:
+		case refused:
+			w.m.e.cfg.Logger.Warn("the master refuses lockproxy's flush watch (CLIENT TRACKING on a RESP3 connection); a FLUSHDB or FLUSHALL on it is noticed at the next check instead; allow HELLO and CLIENT TRACKING to lockproxy's user (retried with back-off, up to every minute)",
+				"master", w.addr, "err", err)
+		default:
 			w.m.e.cfg.Logger.Info("the master's flush watch (CLIENT TRACKING) is not connected; a FLUSHDB or FLUSHALL on it is noticed at the next check instead; retrying",
 				"master", w.addr, "err", err)
 		}

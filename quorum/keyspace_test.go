@@ -255,3 +255,60 @@ func loaded(m *redisproc.Server) bool {
 	info, err := m.Do("INFO", "persistence")
 	return err == nil && strings.Contains(info, "loading:0")
 }
+
+// A master whose ACL refuses CLIENT TRACKING to lockproxy's user keeps
+// voting (flushes are noticed at the checks), is said so once, and is not
+// redialled at every check: the flush watch backs off.
+func TestKeyspaceFlushWatchRefused(t *testing.T) {
+	t.Parallel()
+	masters := redisproc.ForTest(t, 3)
+	for _, m := range masters {
+		if _, err := m.Do("ACL", "SETUSER", "lp", "on", ">pw", "~*", "&*", "+@all", "-client|tracking"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	e := startEngine(t, masters, bootstrap, func(c *quorum.Config) {
+		c.MasterUsername, c.MasterPassword = "lp", "pw"
+		c.QuarantineCheck = 50 * time.Millisecond
+		c.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	})
+	const warning = "flush watch (CLIENT TRACKING"
+	poll(t, "all voting and the warning for each master", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return allVoting(e) && strings.Count(logs.String(), warning) == 3
+	})
+	before := connections(t, masters[0])
+	for start := time.Now(); time.Since(start) < 2*time.Second; time.Sleep(time.Millisecond) {
+		if !allVoting(e) {
+			t.Fatalf("%+v: want every master voting", e.Masters())
+		}
+	}
+	// 40 checks: a dial at each would be 40 connections; the back-off
+	// (1s, then 2s) allows 2.
+	if n := connections(t, masters[0]) - before; n > 3 {
+		t.Fatalf("master 0 received %d connections in 2s, want at most 3 (the refused flush watch redialled at every check)", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), warning); n != 3 {
+		t.Fatalf("the warning logged %d times, want once per master:\n%s", n, logs.String())
+	}
+}
+
+// connections is m's total_connections_received.
+func connections(t *testing.T, m *redisproc.Server) int {
+	t.Helper()
+	info, err := m.Do("INFO", "stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(info, "total_connections_received:")
+	n, err := strconv.Atoi(strings.TrimSpace(rest[:strings.IndexByte(rest, '\n')]))
+	if err != nil {
+		t.Fatalf("total_connections_received in %q: %v", info, err)
+	}
+	return n
+}

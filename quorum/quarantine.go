@@ -160,6 +160,10 @@ type watch struct {
 	infoRefused     bool        // its INFO refused to the marker script, said once (noInfo)
 	flushPing       atomic.Bool // a keepFlushWatch PING is in flight
 	flushErr        string      // the flush watch's last error, logged once
+	// flushRetry: no PING on the flush watch before then, while the
+	// master refuses it (flushBackoff doubles up to flushBackoffMax).
+	flushRetry   time.Time
+	flushBackoff time.Duration
 }
 
 func newMonitor(e *Engine) *monitor {
