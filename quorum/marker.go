@@ -321,7 +321,7 @@ func (w *watch) applyMarker(rep markerReply, received time.Time, l time.Duration
 			case rep.cause != "":
 				msg = keyspaceCauseMsg(rep.cause)
 			case rep.state == "new":
-				msg = "master quarantined: it carries no lockproxy marker, so it restarted without its data (or is new); its votes do not count until the longest lock it may have lost has expired"
+				msg = "master quarantined: it carries no lockproxy marker: it restarted without its data, its database 1 was emptied (FLUSHALL, FLUSHDB or SWAPDB there), or it is new; its votes do not count until the longest lock it may have lost has expired"
 			}
 			m.e.cfg.Logger.Warn(msg, "master", w.addr, "until", until.UTC().Format(time.RFC3339Nano), "length", time.Duration(rep.end-rep.start)*time.Millisecond)
 		}
