@@ -150,7 +150,7 @@ func (w *watch) noInfo() {
 		return
 	}
 	w.infoRefused = true
-	w.m.e.cfg.Logger.Warn("the master refuses INFO inside scripts: lockproxy cannot notice a FLUSHDB, SWAPDB or REPLICAOF on it, only a FLUSHALL or a restart; allow INFO (server, replication, commandstats) to lockproxy's user",
+	w.m.e.cfg.Logger.Warn("the master refuses INFO inside scripts: lockproxy cannot notice a FLUSHDB, SWAPDB or REPLICAOF on it, nor a restart from an RDB snapshot or AOF, only a FLUSHALL or a restart without its data; allow INFO (server, replication, commandstats) to lockproxy's user",
 		"master", w.addr)
 }
 
