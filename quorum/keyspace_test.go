@@ -189,32 +189,54 @@ func TestKeyspaceFlushPushed(t *testing.T) {
 // the old one's. With appendfsync always its data hold every write it
 // acknowledged: with no sign that it was a replica, its marker "ok" stands
 // and it votes again at its first check. With appendfsync everysec (or an
-// RDB snapshot) they may predate locks it granted: it is quarantined for
-// max_ttl, as one that came back empty.
+// RDB snapshot) they may predate locks it granted, and where CONFIG GET is
+// refused lockproxy cannot tell: it is quarantined for max_ttl, as one
+// that came back empty.
 func TestKeyspacePersistentRestartVotes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		fsync string
-		votes bool
-	}{{"always", true}, {"everysec", false}} {
-		t.Run(tc.fsync, func(t *testing.T) {
+		name, fsync string
+		noConfig    bool // lockproxy's user may not run CONFIG GET
+		votes       bool
+	}{
+		{"always", "always", false, true},
+		{"everysec", "everysec", false, false},
+		{"always, CONFIG GET refused", "always", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			m0, err := redisproc.Start(redisproc.Options{Dir: t.TempDir(), ExtraArgs: []string{"--appendonly", "yes", "--appendfsync", tc.fsync}})
+			args := []string{"--appendonly", "yes", "--appendfsync", tc.fsync}
+			if tc.noConfig { // in its arguments: ACL SETUSER is not persisted
+				args = append(args, "--user", "lp", "on", ">pw", "~*", "&*", "+@all", "-config")
+			}
+			m0, err := redisproc.Start(redisproc.Options{Dir: t.TempDir(), ExtraArgs: args})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { m0.Stop() })
 			masters := append([]*redisproc.Server{m0}, redisproc.ForTest(t, 2)...)
-			e := startEngine(t, masters, bootstrap, func(c *quorum.Config) { c.MaxTTL = 20 * time.Second })
+			opts := []func(*quorum.Config){bootstrap, func(c *quorum.Config) { c.MaxTTL = 20 * time.Second }}
+			if tc.noConfig {
+				for _, m := range masters[1:] {
+					if _, err := m.Do("ACL", "SETUSER", "lp", "on", ">pw", "~*", "&*", "+@all", "-config"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				opts = append(opts, func(c *quorum.Config) { c.MasterUsername, c.MasterPassword = "lp", "pw" })
+			}
+			e := startEngine(t, masters, opts...)
 			poll(t, "all voting", func() bool { return allVoting(e) })
 			poll(t, "the record on master 0", func() bool { return seen(t, m0) != "0" })
+			if _, err := m0.Do("SET", "kept", "1"); err != nil {
+				t.Fatal(err)
+			}
 			rewriteAOF(t, m0)
 			if err := m0.Restart(); err != nil {
 				t.Fatal(err)
 			}
 			poll(t, "master 0 loaded", func() bool { return loaded(m0) })
-			if m := marker(t, m0); m != "ok" {
-				t.Fatalf("marker after a restart with appendfsync %s: %q, want ok (the test needs the data kept)", tc.fsync, m)
+			if v, err := m0.Do("GET", "kept"); err != nil || v != "1" {
+				t.Fatalf("a key written before the restart: %q %v, want 1 (the test needs the data kept)", v, err)
 			}
 			restarted := time.Now()
 			if !tc.votes {
@@ -222,6 +244,9 @@ func TestKeyspacePersistentRestartVotes(t *testing.T) {
 					m := e.Masters()[0]
 					return m.QuarantineWhy == quorum.WhyRestarted && m.QuarantinedUntil.Sub(restarted) > 19*time.Second
 				})
+				if m := marker(t, m0); !strings.HasPrefix(m, "q:") {
+					t.Fatalf("marker on master 0: %q, want the quarantine", m)
+				}
 				return
 			}
 			for !allVoting(e) {
@@ -229,6 +254,9 @@ func TestKeyspacePersistentRestartVotes(t *testing.T) {
 					t.Fatalf("master 0 not voting 5s after a restart that kept its data (max_ttl 20s): %+v", e.Masters()[0])
 				}
 				time.Sleep(2 * time.Millisecond)
+			}
+			if m := marker(t, m0); m != "ok" {
+				t.Fatalf("marker on master 0: %q, want ok", m)
 			}
 		})
 	}
