@@ -115,9 +115,18 @@ local function keyspace_cause(v, bootstrap)
     end
     if cause == '' and not string.match(replid2, '^0+$') then cause = 'replicaof' end
     -- A record of another process: this one restarted and loaded its data
-    -- from disk, which holds every write only if both processes persisted
-    -- each one before answering it.
-    if cause == '' and seen.run and not (seen.durable == '1' and ARGV[8] == '1') then cause = 'restart' end
+    -- from disk, which holds every write only if the old process persisted
+    -- each one before answering it (its record) and this one loaded them
+    -- from that AOF. ARGV[8] may have been read from the old process, just
+    -- before this script reached the new one; aof_enabled is this one's.
+    if cause == '' and seen.run then
+      local durable = seen.durable == '1' and ARGV[8] == '1'
+      if durable then
+        local p = redis.pcall('INFO', 'persistence')
+        durable = type(p) == 'string' and field(p, '\naof_enabled:') == '1'
+      end
+      if not durable then cause = 'restart' end
+    end
   end
   local rec = {'run', run, 'replid2', replid2, 'durable', ARGV[8]}
   for _, c in ipairs(watched) do
