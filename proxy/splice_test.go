@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/redisproc"
 	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/proxy/pubsub"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -43,7 +44,14 @@ func TestBroadcastToReadersFitsTheBudget(t *testing.T) {
 func broadcastToReaders(t *testing.T, useTLS bool) {
 	const readers, messages, size = 24, 20, 1000000
 	masters := redisproc.ForTest(t, 1)
-	c := startFront(t, masters, useTLS, withHub(t, ""), withKeptBudget, func(pc *proxy.Config, qc *quorum.Config) {
+	c := startFront(t, masters, useTLS, withHub(t, "", func(_ *proxy.Config, hc *pubsub.Config) {
+		// Under -race on a loaded machine the hub's connection to the
+		// master was once closed (hub stats Connects 2, ConnectErrors 1)
+		// and the two messages published meanwhile reached no reader:
+		// the hub's reads and writes have 3 s by default (ReadTimeout).
+		// Pub/sub delivers at most once; not what is checked here.
+		hc.ReadTimeout = time.Minute
+	}), withKeptBudget, func(pc *proxy.Config, qc *quorum.Config) {
 		// With the harness's 250ms, under -race on a loaded machine,
 		// one 1 MB PUBLISH in a run or two never reached any
 		// subscriber (the hub delivered it to none; the PUBLISH still
