@@ -222,12 +222,17 @@ func (lc *clientConn) checkPushLimits() bool {
 }
 
 // pushOverflow disconnects a subscriber that does not read its messages,
-// as Redis does: at once, without a reply (it could not read one).
+// as Redis does: at once, without a reply (it could not read one), and
+// nothing more is written to it. A TLS writer gives up the batch it holds
+// now: closed, the connection no longer counts it, yet the writer wrote on
+// for as long as the client took a piece per write timeout, holding the
+// frames' copy and the large payloads it was handed (splice.go).
 func (lc *clientConn) pushOverflow(limit string) {
 	lc.f.s.pushClosed.Add(1)
 	lc.f.s.cfg.Logger.Warn("subscriber does not read its messages fast enough; its connection is closed",
 		"client", lc.c.addr, "limit", limit, "hard_bytes", lc.f.s.cfg.PubSubHardLimit,
 		"soft_bytes", lc.f.s.cfg.PubSubSoftLimit, "soft_for", lc.f.s.cfg.PubSubSoftFor)
+	lc.t.dropWrites()
 	lc.close()
 }
 

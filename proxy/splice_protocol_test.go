@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -116,4 +117,74 @@ func firstDifference(a, b []byte) int {
 		return min(len(a), len(b))
 	}
 	return -1
+}
+
+// TestOverflowedTLSSubscriberWriterStops: a TLS subscriber that reads
+// nothing, closed at the pubsub hard limit, is closed at once: its writer
+// stops writing the batch it holds (the frames' copy and the large
+// payloads it was handed uncopied, no longer counted anywhere once the
+// connection is closed) rather than writing on for as long as the client
+// keeps taking a piece per write timeout (here a minute), as a plain
+// TCP subscriber's socket is closed at once, and as the input budget's
+// evictions already stop it. Redis too writes nothing more to a client
+// over its output buffer limit.
+func TestOverflowedTLSSubscriberWriterStops(t *testing.T) {
+	const size = 512 << 10
+	masters := redisproc.ForTest(t, 1)
+	c := startFront(t, masters, true, withHub(t, "", func(_ *proxy.Config, hc *pubsub.Config) { hc.ReadTimeout = time.Minute }),
+		func(pc *proxy.Config, qc *quorum.Config) {
+			qc.NodeTimeout = 5 * time.Second
+			pc.WriteTimeout = time.Minute
+			pc.PubSubHardLimit, pc.PubSubSoftLimit = 2<<20, 2<<20
+		})
+	c.waitUp(1)
+	c.waitVoting(1)
+	c.waitHub()
+	sub := c.dialSmallWindow()
+	defer sub.Close()
+	sub.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := sub.Write([]byte(encode("SUBSCRIBE", "c"))); err != nil {
+		t.Fatal(err)
+	}
+	want := pushFrame(false, "subscribe", "c", ":1")
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(sub, got); err != nil || string(got) != want {
+		t.Fatalf("SUBSCRIBE c: %q %v", got, err)
+	}
+	pub := c.dial()
+	defer pub.Close()
+	pr := bufio.NewReader(pub)
+	pub.SetDeadline(time.Now().Add(20 * time.Second))
+	for i := 0; infoField(infoOf(t, c, "pubsub"), "pubsub_output_limit_closes") != "1"; i++ {
+		if i == 12 {
+			t.Fatalf("12 messages of %d KiB to a subscriber reading none, over a hard limit of 2 MiB, yet it is not closed", size>>10)
+		}
+		if _, err := pub.Write([]byte(encode("PUBLISH", "c", strings.Repeat("p", size)))); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := pr.ReadString('\n'); err != nil || !strings.HasPrefix(line, ":") {
+			t.Fatalf("PUBLISH %d: %q %v", i, line, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for writing := writersWriting(); writing > 0; writing = writersWriting() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscriber closed over its hard limit 5 s ago, yet %d TLS writer(s) still write a batch to it", writing)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// writersWriting counts the goroutines of this process writing a batch to
+// a TLS client (proxy's streamTransport.writeAll).
+func writersWriting() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), ".(*streamTransport).writeAll(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
