@@ -278,6 +278,18 @@ func (f *front) Fire(now int64) int64 {
 	next := min(f.sweep(now), f.expireBlocked(now))
 	for lc := range f.stuck {
 		limit := lc.writeLimit()
+		if now >= limit && lc.t.inFlight() && !f.closing {
+			// A stream's writer is writing a batch, each piece under a
+			// write timeout of its own (writeAll): a client that takes
+			// them steadily reads, though one batch (a large message)
+			// takes longer than the timeout, and one that stops fails
+			// the writer's deadline, which closes it (written). Counted
+			// from the first write the writer could not take, a TLS
+			// subscriber reading 1 MB messages at 500 KB/s was closed
+			// for not reading (TestSteadySlowSubscriberKeptOnBothTransports).
+			lc.blockedSince = now
+			limit = lc.writeLimit()
+		}
 		if now >= limit {
 			f.writeTimedOut(lc, now)
 			lc.close()

@@ -188,3 +188,92 @@ func writersWriting() int {
 		buf = make([]byte, 2*len(buf))
 	}
 }
+
+// TestSteadySlowSubscriberKeptOnBothTransports: a subscriber that reads
+// its large messages slowly but steadily, never pausing for the write
+// timeout, is not cut off by it, over TLS as over plain TCP, although one
+// message takes longer than the write timeout to go out. Over TLS the
+// front counted the timeout from the first write its writer could not
+// take (the writer busy with the message before), not from the writer's
+// progress: the subscriber was closed for not reading while it read.
+func TestSteadySlowSubscriberKeptOnBothTransports(t *testing.T) {
+	for _, useTLS := range []bool{false, true} {
+		name := "loop"
+		if useTLS {
+			name = "tls"
+		}
+		t.Run(name, func(t *testing.T) { steadySlowSubscriber(t, useTLS) })
+	}
+}
+
+func steadySlowSubscriber(t *testing.T, useTLS bool) {
+	const messages, size = 4, 1000000
+	const writeTimeout = time.Second
+	masters := redisproc.ForTest(t, 1)
+	c := startFront(t, masters, useTLS, withHub(t, "", func(_ *proxy.Config, hc *pubsub.Config) { hc.ReadTimeout = time.Minute }),
+		func(pc *proxy.Config, qc *quorum.Config) {
+			qc.NodeTimeout = 5 * time.Second
+			pc.WriteTimeout = writeTimeout
+			pc.PubSubHardLimit, pc.PubSubSoftLimit = 64<<20, 64<<20
+		})
+	c.waitUp(1)
+	c.waitVoting(1)
+	c.waitHub()
+	sub := c.dialSmallWindow()
+	defer sub.Close()
+	sub.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := sub.Write([]byte(encode("SUBSCRIBE", "c"))); err != nil {
+		t.Fatal(err)
+	}
+	confirmed := pushFrame(false, "subscribe", "c", ":1")
+	if got := make([]byte, len(confirmed)); true {
+		if _, err := io.ReadFull(sub, got); err != nil || string(got) != confirmed {
+			t.Fatalf("SUBSCRIBE c: %q %v", got, err)
+		}
+	}
+	var want []byte
+	payloads := make([]string, messages)
+	for i := range payloads {
+		payloads[i] = fmt.Sprintf("%04d", i) + strings.Repeat("s", size-4)
+		want = append(want, pushFrame(false, "message", "c", payloads[i])...)
+	}
+
+	// The subscriber reads from now on at about 500 KB/s: a message takes
+	// 2 s, twice the write timeout, yet it never pauses for more than
+	// 32 ms.
+	read := make(chan error, 1)
+	go func() {
+		got := make([]byte, 0, len(want))
+		buf := make([]byte, 16<<10)
+		start := time.Now()
+		for len(got) < len(want) {
+			n, err := sub.Read(buf[:min(len(buf), len(want)-len(got))])
+			got = append(got, buf[:n]...)
+			if err != nil {
+				read <- fmt.Errorf("read %d of %d bytes in %v, reading all the while: %v", len(got), len(want), time.Since(start).Round(time.Millisecond), err)
+				return
+			}
+			time.Sleep(32 * time.Millisecond)
+		}
+		if i := firstDifference(got, want); i >= 0 {
+			read <- fmt.Errorf("first difference at byte %d of %d", i, len(want))
+			return
+		}
+		read <- nil
+	}()
+	pub := c.dial()
+	defer pub.Close()
+	pr := bufio.NewReader(pub)
+	pub.SetDeadline(time.Now().Add(30 * time.Second))
+	for i, p := range payloads {
+		if _, err := pub.Write([]byte(encode("PUBLISH", "c", p))); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := pr.ReadString('\n'); err != nil || line != ":1\r\n" {
+			t.Fatalf("PUBLISH %d: %q %v (the subscriber was closed)", i, line, err)
+		}
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+}
