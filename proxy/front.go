@@ -285,8 +285,9 @@ func (f *front) Fire(now int64) int64 {
 			// takes longer than the timeout, and one that stops fails
 			// the writer's deadline, which closes it (written). Counted
 			// from the first write the writer could not take, a TLS
-			// subscriber reading 1 MB messages at 500 KB/s was closed
-			// for not reading (TestSteadySlowSubscriberKeptOnBothTransports).
+			// subscriber reading large messages steadily, each taking
+			// longer than the timeout, was closed for not reading
+			// (TestSteadySlowSubscriberKeptOnBothTransports).
 			lc.blockedSince = now
 			limit = lc.writeLimit()
 		}
