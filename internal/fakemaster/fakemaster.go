@@ -336,6 +336,12 @@ func (m *Master) auth(args []string, authed *bool) resp.Reply {
 	return resp.ReplyOK
 }
 
+// configDefaults are the CONFIG GET values builtin answers.
+var configDefaults = map[string]string{
+	"maxmemory-policy": "noeviction", "appendonly": "no", "appendfsync": "everysec",
+	"no-appendfsync-on-rewrite": "no",
+}
+
 // builtin is the answer to a command no rule matched. m.mu is held.
 func (m *Master) builtin(cmd Command) resp.Reply {
 	switch {
@@ -345,8 +351,17 @@ func (m *Master) builtin(cmd Command) resp.Reply {
 		return resp.ReplyOK
 	case cmd.Is("INFO"):
 		return bulk(m.info)
-	case cmd.Is("CONFIG", "GET") && len(cmd.Args) == 3 && strings.EqualFold(cmd.Args[2], "maxmemory-policy"):
-		return resp.Reply{Type: resp.Array, Elems: []resp.Reply{bulk("maxmemory-policy"), bulk("noeviction")}}
+	case cmd.Is("CONFIG", "GET") && len(cmd.Args) >= 3:
+		// What lockproxy's monitor reads, as a Redis with default
+		// persistence and noeviction answers it: one pair per parameter
+		// it knows, none for others.
+		var pairs []resp.Reply
+		for _, p := range cmd.Args[2:] {
+			if v, ok := configDefaults[strings.ToLower(p)]; ok {
+				pairs = append(pairs, bulk(strings.ToLower(p)), bulk(v))
+			}
+		}
+		return resp.Reply{Type: resp.Array, Elems: pairs}
 	case cmd.Is("SCRIPT") && len(cmd.Args) == 3 && strings.EqualFold(cmd.Args[1], "LOAD"):
 		sha := SHA1(cmd.Args[2])
 		m.scripts[sha] = true
