@@ -51,6 +51,7 @@ func (s *Server) loopFront() (*front, error) {
 			conns: map[*clientConn]struct{}{}, waiting: map[*clientConn]struct{}{}, stuck: map[*clientConn]struct{}{},
 			drained: make(chan struct{}),
 			blocked: map[string]map[*blocker]struct{}{},
+			shared:  sharedPushes{seen: &s.sharedBytes},
 		}
 		if s.cfg.Hub != nil {
 			f.stopListen = s.cfg.Hub.Listen(f.onEvent)

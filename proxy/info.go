@@ -45,6 +45,7 @@ func (s *Server) opsSources() ops.Sources {
 		RequirePass:  s.cfg.RequirePass != "",
 		InputBytes:   s.budget.Used() - s.budget.Kept(),
 		OutputBytes:  s.budget.Kept(),
+		SharedBytes:  s.sharedBytes.Load(),
 		InputLimit:   s.budget.Limit(),
 		ScriptsKnown: s.scripts.Len(),
 

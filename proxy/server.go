@@ -60,6 +60,7 @@ type Server struct {
 	protoErr atomic.Int64 // connections closed for a protocol error
 
 	idleClosed, handshakeClosed atomic.Int64 // connections closed by IdleTimeout, HandshakeTimeout
+	sharedBytes                 atomic.Int64 // pub/sub payloads subscribers share and have not written (sharedpush.go)
 	pushClosed                  atomic.Int64 // subscribers closed over the pubsub output limits
 	writeClosed                 atomic.Int64 // clients closed for not reading their replies (WriteTimeout)
 	yields                      atomic.Int64 // pipelines cut at turnQuantum, gone on at a later turn

@@ -3,6 +3,7 @@ package proxy
 import (
 	"cmp"
 	"slices"
+	"sync/atomic"
 )
 
 // Pub/sub messages taken for subscribers and not yet framed (pushes.go),
@@ -28,6 +29,17 @@ type payloadKey struct {
 type sharedPushes struct {
 	refs  map[payloadKey]int32
 	bytes int64
+	// seen mirrors bytes for INFO and /metrics, which may run off the
+	// loop (a TLS client's INFO); nil in tests that build one bare.
+	seen *atomic.Int64
+}
+
+// add changes bytes by n, and its mirror.
+func (s *sharedPushes) add(n int64) {
+	s.bytes += n
+	if s.seen != nil {
+		s.seen.Add(n)
+	}
 }
 
 // hold counts one more holder of the payload p (a whole Message.Payload).
@@ -40,7 +52,7 @@ func (s *sharedPushes) hold(p []byte) {
 	}
 	k := payloadKey{&p[0], len(p)}
 	if s.refs[k] == 0 {
-		s.bytes += int64(len(p))
+		s.add(int64(len(p)))
 	}
 	s.refs[k]++
 }
@@ -56,7 +68,7 @@ func (s *sharedPushes) drop(p []byte) {
 	case 0:
 	case 1:
 		delete(s.refs, k)
-		s.bytes -= int64(len(p))
+		s.add(-int64(len(p)))
 	default:
 		s.refs[k] = n - 1
 	}

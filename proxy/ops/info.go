@@ -35,6 +35,7 @@ type Front struct {
 	RequirePass  bool
 	InputBytes   int64 // held in client input buffers, all connections
 	OutputBytes  int64 // held besides them (replies not yet written, transactions, names), charged to the same budget
+	SharedBytes  int64 // pub/sub payloads subscribers hold, each counted once however many share it, bounded by the same limit
 	InputLimit   int64 // client_query_buffer_total
 	ScriptsKnown int   // sha1s EVALSHA finds: the catalog's and the learned ones
 
@@ -132,6 +133,7 @@ func infoClients(b *strings.Builder, src *Sources) {
 	field(b, "requirepass", map[bool]string{false: "no", true: "yes"}[f.RequirePass])
 	field(b, "client_input_bytes", f.InputBytes)
 	field(b, "client_output_bytes", f.OutputBytes)
+	field(b, "client_shared_payload_bytes", f.SharedBytes)
 	field(b, "client_query_buffer_total", f.InputLimit)
 }
 
