@@ -287,8 +287,9 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 	// (which may run at once on the loop): taken with one atomic add, not
 	// one per master, as this runs for every request.
 	r.refs.Add(int32(len(e.pipes)))
+	skip, bigSkip := r.skip(), r.bigSkip() // r.cold's, fixed by now (reqCold)
 	for i, p := range e.pipes {
-		if r.skip()&(1<<i) != 0 {
+		if skip&(1<<i) != 0 {
 			why := errSkipped
 			if p := r.parent(); p != nil && p.cont == contRaise {
 				why = errNotRenewed
@@ -296,7 +297,7 @@ func (e *Engine) dispatch(r *Request, now int64) bool {
 			r.Complete(i, resp.Reply{}, &notSentError{why})
 			continue
 		}
-		if r.bigSkip()&(1<<i) != 0 {
+		if bigSkip&(1<<i) != 0 {
 			// No room on this master's connection for another large
 			// command (big.go): its vote is a no, as if it were down.
 			r.Complete(i, resp.Reply{}, &notSentError{errNoRoom})
